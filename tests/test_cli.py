@@ -1,0 +1,258 @@
+"""CLI tests, in-process with CliRunner. The scorer is faked: no model is needed here."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from vqa import cli
+from vqa.errors import ModelError, UsageError
+from vqa.types import VideoScore
+
+
+class FakeScorer:
+    """Stands in for vqa.Scorer: 'bad' in a file name gives an error record."""
+
+    instances: list["FakeScorer"] = []
+
+    def __init__(self, **options):
+        self.options = options
+        self.closed = False
+        self.seen: list[str] = []
+        FakeScorer.instances.append(self)
+
+    def score_many(self, paths):
+        for p in paths:
+            self.seen.append(p)
+            if "bad" in os.path.basename(p):
+                yield VideoScore(path=p, status="error",
+                                 error={"code": "E_NOT_VIDEO", "message": "not a video"})
+            else:
+                yield VideoScore(path=p, status="ok", score=70.0, category="good")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    FakeScorer.instances = []
+    monkeypatch.setattr(cli, "_make_scorer", FakeScorer)
+    monkeypatch.delenv("VQA_DEBUG", raising=False)
+    return FakeScorer
+
+
+def run(*args, **kwargs):
+    return CliRunner().invoke(cli.cli, list(args), **kwargs)
+
+
+def touch(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return path
+
+
+def jsonl(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines()]
+
+
+# --- help, version and usage errors -------------------------------------------------
+
+def test_help_lists_formats_and_exit_codes():
+    result = run("score", "--help")
+    assert result.exit_code == 0
+    for word in ("table|json|jsonl|csv", "--frames", "--backend", "--decoder",
+                 "--batch-size", "--model-dir", "--output", "Exit status", "VQA_DEBUG"):
+        assert word in result.output
+    top = run("--help")
+    assert top.exit_code == 0 and "score" in top.output
+
+
+def test_version():
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.startswith("vqa ")
+
+
+@pytest.mark.parametrize("args", [
+    ["score", "x.mp4", "--format", "xml"],
+    ["score", "x.mp4", "--frames", "some"],
+    ["score", "x.mp4", "--frames", "0"],
+    ["score", "x.mp4", "--batch-size", "0"],
+    ["score", "x.mp4", "--backend", "tensorflow"],
+    ["score", "x.mp4", "--no-such-flag"],
+    ["score"],
+    ["frobnicate"],
+])
+def test_bad_options_exit_2(fake, args):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert fake.instances == []
+
+
+def test_frames_parsing():
+    t = cli.FramesType()
+    assert t.convert("ALL", None, None) == "all"
+    assert t.convert("default", None, None) == "default"
+    assert t.convert(" 32 ", None, None) == 32
+
+
+@pytest.mark.parametrize("error", [UsageError("batch too big"), ModelError("model.xml missing"),
+                                   ModelError("gone", code="E_MODEL_MISSING")])
+def test_construction_error_is_one_clean_line(monkeypatch, tmp_path, error):
+    def boom(**_):
+        raise error
+    monkeypatch.setattr(cli, "_make_scorer", boom)
+    monkeypatch.delenv("VQA_DEBUG", raising=False)
+    result = run("score", str(touch(tmp_path / "a.mp4")))
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {error.code}: {error.message}\n"
+    assert result.stdout == ""
+    monkeypatch.setenv("VQA_DEBUG", "1")
+    result = run("score", str(tmp_path / "a.mp4"))
+    assert result.exception is error
+
+
+def test_no_videos_in_folder_is_usage_error(fake, tmp_path):
+    touch(tmp_path / "notes.txt")
+    result = run("score", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no video files found" in result.stderr
+
+
+def test_internal_error_mid_run_exit_3(monkeypatch, tmp_path):
+    class Broken(FakeScorer):
+        def score_many(self, paths):
+            yield VideoScore(path=paths[0], status="ok", score=50.0, category="fair")
+            raise RuntimeError("worker died")
+    monkeypatch.setattr(cli, "_make_scorer", Broken)
+    monkeypatch.delenv("VQA_DEBUG", raising=False)
+    a, b = touch(tmp_path / "a.mp4"), touch(tmp_path / "b.mp4")
+    result = run("score", "--format", "json", str(a), str(b))
+    assert result.exit_code == 3
+    assert result.stderr == "error: E_INTERNAL: worker died\n"
+    assert [r["path"] for r in json.loads(result.stdout)] == [str(a)]  # still valid JSON
+
+
+# --- scoring with the fake scorer ------------------------------------------------------
+
+def test_all_ok_exit_0_and_options_passed(fake, tmp_path):
+    clip = touch(tmp_path / "clip.mp4")
+    result = run("score", str(clip), "--frames", "24", "--backend", "pytorch",
+                 "--decoder", "opencv", "--batch-size", "8", "--model-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert [r["path"] for r in jsonl(result.stdout)] == [str(clip)]  # jsonl when not a TTY
+    (scorer,) = fake.instances
+    assert scorer.options == {"backend": "pytorch", "decoder": "opencv", "frames": 24,
+                              "batch_size": 8, "model_dir": str(tmp_path), "threads": None}
+    assert scorer.closed
+
+
+def test_missing_path_gets_record_in_order_and_exit_1(fake, tmp_path):
+    a, c = touch(tmp_path / "a.mp4"), touch(tmp_path / "c.mp4")
+    missing = str(tmp_path / "b.mp4")
+    result = run("score", str(a), missing, str(c))
+    assert result.exit_code == 1
+    records = jsonl(result.stdout)
+    assert [r["path"] for r in records] == [str(a), missing, str(c)]
+    assert [r["status"] for r in records] == ["ok", "error", "ok"]
+    assert records[1]["error"]["code"] == "E_NOT_FOUND"
+    assert fake.instances[0].seen == [str(a), str(c)]  # the scorer never sees it
+
+
+def test_failed_video_exit_1_each_has_record(fake, tmp_path):
+    good, bad = touch(tmp_path / "good.mp4"), touch(tmp_path / "bad.mp4")
+    result = run("score", "--format", "csv", str(good), str(bad))
+    assert result.exit_code == 1
+    rows = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
+    assert [(r["path"], r["status"], r["error_code"]) for r in rows] == [
+        (str(good), "ok", ""), (str(bad), "error", "E_NOT_VIDEO")]
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "table"])
+def test_output_file(fake, tmp_path, fmt):
+    clip = touch(tmp_path / "clip.mp4")
+    out = tmp_path / f"out.{fmt}"
+    result = run("score", str(clip), "--format", fmt, "--output", str(out))
+    assert result.exit_code == 0 and result.stdout == ""
+    text = out.read_text(encoding="utf-8")
+    assert str(clip) in text
+    if fmt == "json":
+        assert json.loads(text)[0]["score"] == 70.0
+
+
+def test_output_default_is_jsonl_for_file(fake, tmp_path):
+    clip = touch(tmp_path / "clip.mp4")
+    out = tmp_path / "results"
+    assert run("score", str(clip), "-o", str(out)).exit_code == 0
+    assert jsonl(out.read_text())[0]["path"] == str(clip)
+
+
+def test_unwritable_output_is_usage_error(fake, tmp_path):
+    clip = touch(tmp_path / "clip.mp4")
+    result = run("score", str(clip), "-o", str(tmp_path / "no" / "such" / "dir" / "out.jsonl"))
+    assert result.exit_code == 2 and "cannot write" in result.stderr
+
+
+def test_table_format(fake, tmp_path):
+    clip = touch(tmp_path / "clip.mp4")
+    result = run("score", str(clip), "--format", "table")
+    assert result.exit_code == 0
+    assert "score  70.0   good" in result.stdout
+
+
+# --- folder walking ------------------------------------------------------------------
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "videos"
+    for name in ["b.mp4", "a.MOV", "notes.txt", "sub/z.mkv", "sub/deeper/c.y4m",
+                 "sub/readme.md", "a_dir/x.webm", "clip.mp4.part"]:
+        touch(root / name)
+    outside = tmp_path / "outside"
+    touch(outside / "linked.mp4")
+    os.symlink(outside, root / "link_dir", target_is_directory=True)
+    os.symlink(outside / "linked.mp4", root / "file_link.ts")
+    return root
+
+
+def test_walk_videos_sorted_filtered_no_dir_symlinks(tree):
+    rel = [os.path.relpath(p, tree) for p in cli.walk_videos(str(tree))]
+    assert rel == ["a.MOV", "a_dir/x.webm", "b.mp4", "file_link.ts",
+                   "sub/deeper/c.y4m", "sub/z.mkv"]
+
+
+def test_expand_inputs_mixes_files_folders_and_missing(tree, tmp_path):
+    warnings = []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    explicit = touch(tmp_path / "weird.bin")  # given explicitly, so scored whatever its name
+    got = cli.expand_inputs([str(explicit), str(tree / "sub"), "missing.mp4", str(empty)],
+                            warn=warnings.append)
+    assert got == [str(explicit), str(tree / "sub/deeper/c.y4m"), str(tree / "sub/z.mkv"),
+                   "missing.mp4"]
+    assert warnings == [f"no video files found in {empty}"]
+
+
+def test_folder_through_cli(fake, tree):
+    result = run("score", str(tree))
+    assert result.exit_code == 0
+    assert len(jsonl(result.stdout)) == 6
+
+
+def test_cli_does_not_import_torch():
+    code = ("import sys, vqa.cli; from vqa.cli import cli; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

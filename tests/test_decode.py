@@ -1,0 +1,238 @@
+"""Every decode backend passes the same suite, on small clips written by tests/clips.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from clips import textured_frames, write_audio_clip, write_clip
+
+import vqa.decode
+from vqa.decode import AVAILABLE_BACKENDS, open_video
+from vqa.decode.base import SEEK_AHEAD_S
+from vqa.errors import BackendUnavailable, InputError, UsageError
+from vqa.sample import plan_frames
+from vqa.types import Run, SamplePlan
+
+BACKENDS = sorted(AVAILABLE_BACKENDS)
+FPS = 25
+H, W = 96, 160
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clips")
+    short = textured_frames(75, H, W)  # 3 s
+    write_clip(d / "short.mp4", short)
+    # 20 s with a keyframe every second, so runs 2.5 s apart are reached by seeking.
+    write_clip(d / "long.mp4", textured_frames(500, H, W, seed=1), options={"crf": "18", "g": "25"})
+    return {"dir": d, "short": d / "short.mp4", "short_src": short, "long": d / "long.mp4"}
+
+
+def read_all(path, backend, plan_of=lambda info: plan_frames(info, "all")):
+    with open_video(path, backend=backend) as reader:
+        frames = list(reader.read(plan_of(reader.info)))
+    return reader, frames
+
+
+def pick(frames, plan):
+    """The frames a plan should give, chosen from a full sequential read by the plan's rule."""
+    out = []
+    for k, run in enumerate(plan.runs):
+        later = [f for f in frames if f.pts_s >= run.start_s - 1e-6]
+        out += [(k, f) for f in (later if run.count == 0 else later[:run.count])]
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_metadata(clips, backend):
+    with open_video(clips["short"], backend=backend) as reader:
+        info = reader.info
+    assert (info.width, info.height, info.rotation) == (W, H, 0)
+    assert info.fps == pytest.approx(FPS)
+    assert info.duration_s == pytest.approx(3.0, abs=1 / FPS)
+    assert info.frame_count == 75
+    assert info.codec == "h264"
+    assert info.pixel_format
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("frames, expected", [("default", 32), (10, 10), (1, 1), ("all", 75)])
+def test_plan_gives_frames(clips, backend, frames, expected):
+    reader, got = read_all(clips["short"], backend, lambda info: plan_frames(info, frames))
+    assert len(got) == expected
+    pts = [f.pts_s for f in got]
+    assert all(a < b for a, b in zip(pts, pts[1:]))
+    assert [f.run for f in got] == sorted(f.run for f in got)
+    assert all(f.rgb.shape == (H, W, 3) and f.rgb.dtype == np.uint8 for f in got)
+    for run_frames in _by_run(got).values():  # consecutive frames within a run
+        assert np.allclose(np.diff([f.pts_s for f in run_frames]), 1 / FPS)
+    assert reader.frames_decoded >= expected and reader.decode_errors == 0
+
+
+def _by_run(frames):
+    runs = {}
+    for f in frames:
+        runs.setdefault(f.run, []).append(f)
+    return runs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decoded_pixels_track_source(clips, backend):
+    _, got = read_all(clips["short"], backend)
+    diff = np.abs(np.stack([f.rgb for f in got]).astype(int) - clips["short_src"])
+    assert diff.mean() < 8  # crf 18 with 4:2:0 chroma on fine noise
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("frames, runs_apart_s", [("default", 2.5), (7, 10.0), (50, 1.54)])
+def test_seek_matches_sequential(clips, backend, frames, runs_apart_s):
+    _, every = read_all(clips["long"], backend)
+    assert len(every) == 500
+    with open_video(clips["long"], backend=backend) as reader:
+        plan = plan_frames(reader.info, frames)
+        got = list(reader.read(plan))
+    want = pick(every, plan)
+    assert [(f.run, f.pts_s) for f in got] == [(k, f.pts_s) for k, f in want]
+    for f, (_, w) in zip(got, want):
+        assert np.array_equal(f.rgb, w.rgb), f"frame at {f.pts_s}s differs"
+    if reader.SEEKS_AHEAD and runs_apart_s > SEEK_AHEAD_S:
+        assert reader.frames_decoded < 250  # it skipped by seeking, not by decoding
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_long_gop_is_decoded_once(tmp_path, backend):
+    path = tmp_path / "gop.mp4"  # one keyframe: every seek would land back on frame 0
+    write_clip(path, textured_frames(500, 48, 64), options={"crf": "18", "g": "1000"})  # 20 s
+    _, every = read_all(path, backend)
+    with open_video(path, backend=backend) as reader:
+        plan = plan_frames(reader.info, "default")
+        got = list(reader.read(plan))
+    assert [f.pts_s for f in got] == [f.pts_s for _, f in pick(every, plan)]
+    assert reader.frames_decoded <= len(every)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_behind_the_decode_position(clips, backend):
+    _, every = read_all(clips["long"], backend)
+    plan = SamplePlan(mode="count", requested=8, runs=(
+        Run(15.0, 4, 10.0, 20.0), Run(3.0, 2, 0.0, 10.0), Run(3.02, 2, 0.0, 10.0)))
+    with open_video(clips["long"], backend=backend) as reader:
+        got = list(reader.read(plan))
+    want = pick(every, plan)
+    assert [(f.run, f.pts_s) for f in got] == [(k, f.pts_s) for k, f in want]
+    assert all(np.array_equal(f.rgb, w.rgb) for f, (_, w) in zip(got, want))
+
+
+@pytest.mark.skipif(len(BACKENDS) < 2, reason="needs two backends")
+def test_backends_agree(clips):
+    results = {b: read_all(clips["long"], b, lambda info: plan_frames(info, 24))[1] for b in BACKENDS}
+    ref_name, ref = BACKENDS[0], results[BACKENDS[0]]
+    for name, got in results.items():
+        assert [f.pts_s for f in got] == pytest.approx([f.pts_s for f in ref], abs=1e-6), name
+        for f, r in zip(got, ref):
+            diff = np.abs(f.rgb.astype(int) - r.rgb)
+            assert diff.mean() < 1 and diff.max() <= 8, f"{name} vs {ref_name} at {f.pts_s}s"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_variable_frame_rate_keeps_stream_timestamps(tmp_path, backend):
+    pts = [0.0, 0.04, 0.12, 0.13, 0.3, 0.31, 0.5, 0.54, 0.9, 1.0]
+    path = tmp_path / "vfr.mkv"
+    write_clip(path, textured_frames(len(pts), 48, 64), pts_s=pts)
+    _, got = read_all(path, backend)
+    assert [f.pts_s for f in got] == pytest.approx(pts, abs=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name, codec, pix_fmt", [
+    ("p10.mp4", "libx264", "yuv420p10le"), ("hevc10.mp4", "libx265", "yuv420p10le"),
+    ("p444.mp4", "libx264", "yuv444p"), ("gray.mkv", "ffv1", "gray"),
+    ("alpha.mkv", "ffv1", "yuva420p"), ("jpeg.mkv", "mjpeg", "yuvj420p"),
+])
+def test_pixel_formats_become_rgb(tmp_path, backend, name, codec, pix_fmt):
+    src = textured_frames(6, 48, 64)
+    write_clip(tmp_path / name, src, codec=codec, pix_fmt=pix_fmt)
+    _, got = read_all(tmp_path / name, backend)
+    assert len(got) == 6
+    rgb = np.stack([f.rgb for f in got])
+    assert rgb.shape == src.shape and rgb.dtype == np.uint8
+    if pix_fmt == "gray":
+        assert np.abs(rgb[..., 0].astype(int) - rgb[..., 2]).max() <= 1  # grey stays grey
+        luma = src @ np.array([0.299, 0.587, 0.114])
+        assert np.abs(rgb[..., 1] - luma).mean() < 8
+    else:
+        assert np.abs(rgb.astype(int) - src).mean() < 10
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_rotation_is_applied_and_reported(tmp_path, backend, rotation):
+    src = textured_frames(4, 48, 64)
+    write_clip(tmp_path / "rot.mp4", src, rotation=rotation)
+    reader, got = read_all(tmp_path / "rot.mp4", backend)
+    assert reader.info.rotation == rotation
+    upright = np.rot90(src, k=-rotation // 90, axes=(1, 2))  # rotation is clockwise
+    assert (reader.info.height, reader.info.width) == upright.shape[1:3]
+    assert np.abs(np.stack([f.rgb for f in got]).astype(int) - upright).mean() < 8
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_open_errors_have_stable_codes(tmp_path, backend):
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    (tmp_path / "noise.mp4").write_bytes(np.random.default_rng(0).bytes(4096))
+    write_audio_clip(tmp_path / "audio.m4a")
+    # OpenCV cannot tell "no video stream" from "not a video".
+    no_video = {"E_NO_VIDEO_STREAM"} if backend == "pyav" else {"E_NO_VIDEO_STREAM", "E_NOT_VIDEO"}
+    cases = [("missing.mp4", {"E_NOT_FOUND"}), ("empty.mp4", {"E_EMPTY"}),
+             ("noise.mp4", {"E_NOT_VIDEO"}), ("audio.m4a", no_video), (".", {"E_NOT_VIDEO"})]
+    for name, codes in cases:
+        with pytest.raises(InputError) as err:
+            open_video(tmp_path / name, backend=backend)
+        assert err.value.code in codes, (name, err.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nothing_decodable_is_e_decode(clips, tmp_path, backend):
+    data = bytearray(clips["short"].read_bytes())
+    at = data.find(b"mdat")  # zero the coded frames, keep the container intact
+    end = at - 4 + int.from_bytes(data[at - 4:at], "big")
+    data[at + 4:end] = bytes(end - at - 4)
+    (tmp_path / "zeroed.mp4").write_bytes(data)
+    with pytest.raises(InputError) as err:
+        read_all(tmp_path / "zeroed.mp4", backend)
+    assert err.value.code == "E_DECODE"
+
+
+def test_corrupt_packets_are_counted_not_raised(clips, tmp_path):
+    # PyAV only: OpenCV reports no per-packet errors.
+    data = bytearray(clips["short"].read_bytes())
+    at = data.find(b"mdat")
+    end = at - 4 + int.from_bytes(data[at - 4:at], "big")
+    mid = (at + end) // 2
+    data[mid:end] = np.random.default_rng(1).bytes(end - mid)
+    (tmp_path / "half.mp4").write_bytes(data)
+    reader, got = read_all(tmp_path / "half.mp4", "pyav")
+    assert got and reader.decode_errors > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_and_threads(clips, backend):
+    reader = open_video(clips["short"], backend=backend, threads=2)
+    with reader:
+        two = [f.rgb for f in reader.read(plan_frames(reader.info, 8))]
+    reader.close()  # idempotent
+    with pytest.raises(UsageError):
+        next(reader.read(plan_frames(reader.info, 8)))
+    with open_video(clips["short"], backend=backend, threads=1) as one_thread:
+        one = [f.rgb for f in one_thread.read(plan_frames(one_thread.info, 8))]
+    assert all(np.array_equal(a, b) for a, b in zip(one, two)) and len(one) == len(two) == 8
+    with pytest.raises(UsageError):
+        open_video(clips["short"], backend=backend, threads=0)
+
+
+def test_open_video_backend_names(clips, monkeypatch):
+    with pytest.raises(UsageError, match="pyav"):
+        open_video(clips["short"], backend="ffmpeg-cli")
+    monkeypatch.delitem(vqa.decode.AVAILABLE_BACKENDS, "opencv", raising=False)
+    with pytest.raises(BackendUnavailable, match="opencv"):
+        open_video(clips["short"], backend="opencv")
+    assert AVAILABLE_BACKENDS["pyav"].BACKEND_NAME == "pyav"

@@ -1,0 +1,219 @@
+"""The ``vqa`` command: parse options, expand inputs, then drive ``vqa.Scorer`` and a report writer.
+
+The only module that imports click. It stays thin: everything it does to a video goes
+through the library, so a script can do the same without the CLI.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import ExitStack, contextmanager
+from typing import Iterable, Iterator, TextIO
+
+import click
+
+from vqa.errors import VQAError
+from vqa.report import FORMATS, open_writer
+from vqa.types import VideoScore
+
+VIDEO_EXTENSIONS = frozenset(
+    "mp4 mov mkv webm avi m4v ts mpg mpeg wmv flv 3gp y4m".split())
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+EXIT_CODES_HELP = """\b
+Exit status:
+  0  every video was scored
+  1  some videos failed; each still has a record with status "error"
+  2  usage error: bad option, missing model or backend (nothing scored)
+  3  the run stopped early on an internal error; output so far is valid
+Set VQA_DEBUG=1 to see the traceback instead of a one-line error."""
+
+
+def _debug() -> bool:
+    return os.environ.get("VQA_DEBUG", "") not in ("", "0")
+
+
+def is_video_file(name: str) -> bool:
+    return os.path.splitext(name)[1][1:].lower() in VIDEO_EXTENSIONS
+
+
+def walk_videos(folder: str, *, on_error=None) -> list[str]:
+    """Video files under ``folder``, recursively, sorted by path.
+
+    Symlinked directories below ``folder`` are not followed (they can loop, or pull in
+    a whole other tree); symlinks to files are kept, since they name one video each.
+    """
+    found = []
+    for root, _dirs, files in os.walk(folder, followlinks=False, onerror=on_error):
+        found.extend(os.path.join(root, f) for f in files if is_video_file(f))
+    return sorted(found)
+
+
+def expand_inputs(paths: Iterable[str], *, warn=lambda msg: None) -> list[str]:
+    """Files as given (whatever their extension), folders expanded to their videos.
+
+    Paths that do not exist are kept so that each still gets an error record.
+    """
+    inputs: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            videos = walk_videos(p, on_error=lambda e: warn(f"cannot read {e.filename}: {e.strerror}"))
+            if not videos:
+                warn(f"no video files found in {p}")
+            inputs.extend(videos)
+        else:
+            inputs.append(p)
+    return inputs
+
+
+def not_found_record(path: str, config: dict) -> VideoScore:
+    return VideoScore(path=path, status="error", config=dict(config),
+                      error={"code": "E_NOT_FOUND", "message": f"no such file or directory: {path}"})
+
+
+def score_inputs(scorer, inputs: list[str], config: dict) -> Iterator[VideoScore]:
+    """One record per input, in input order; missing paths never reach the scorer."""
+    exists = [os.path.exists(p) for p in inputs]
+    scored = iter(scorer.score_many([p for p, e in zip(inputs, exists) if e]))
+    for p, e in zip(inputs, exists):
+        if not e:
+            yield not_found_record(p, config)
+        else:
+            record = next(scored, None)
+            if record is None:
+                raise RuntimeError(f"scorer returned no record for {p}")
+            yield record
+
+
+def _make_scorer(**options):
+    # Imported here so `vqa --help` works without loading the model stack.
+    from vqa import Scorer
+    return Scorer(**options)
+
+
+class FramesType(click.ParamType):
+    name = "default|all|N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        else:
+            text = str(value).strip().lower()
+            if text in ("default", "all"):
+                return text
+            try:
+                n = int(text)
+            except ValueError:
+                self.fail(f"{value!r} is not 'default', 'all' or a whole number of frames", param, ctx)
+        if n < 1:
+            self.fail(f"frame count must be at least 1, got {n}", param, ctx)
+        return n
+
+
+def _print_version(ctx, _param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    import vqa
+    version = getattr(vqa, "__version__", None)
+    if version is None:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+        try:
+            version = dist_version("vqa")
+        except PackageNotFoundError:
+            version = "unknown (not installed)"
+    click.echo(f"vqa {version}")
+    ctx.exit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
+def cli():
+    """No-reference video quality assessment: a 0-100 score that predicts VMAF,
+    a quality category and timestamped defects."""
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format. Default: table on a terminal, jsonl when piped or "
+                   "with --output. json is one array written as results arrive; jsonl and csv add each record as it is scored.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write results to FILE instead of stdout ('-' is stdout).")
+@click.option("--frames", type=FramesType(), default="default", show_default=True,
+              help="Frames to score: 'default' (the model's sampling plan), 'all' "
+                   "(every frame, slow), or N frames spread over the video.")
+@click.option("--backend", type=click.Choice(["openvino", "pytorch"]), default="openvino",
+              show_default=True, help="Inference backend. pytorch needs the [torch] extra.")
+@click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
+              show_default=True, help="Video decoder.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Frames per inference batch.")
+@click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Folder holding the model files and manifest (default: the installed model).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for inference (default: the backend decides).")
+def score(paths, fmt, output, frames, backend, decoder, batch_size, model_dir, threads):
+    """Score each video in PATHS (files, or folders searched recursively).
+
+    Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
+    wmv flv 3gp y4m) in sorted order; symlinked subfolders are not followed. Every
+    input gets exactly one record, including paths that do not exist (E_NOT_FOUND).
+    """
+    to_file = output not in (None, "-")
+    if fmt is None:
+        fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
+    inputs = expand_inputs(paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    if not inputs:
+        click.echo("error: E_USAGE: no video files to score", err=True)
+        sys.exit(EXIT_USAGE)
+
+    try:
+        scorer = _make_scorer(backend=backend, decoder=decoder, frames=frames,
+                              batch_size=batch_size, model_dir=model_dir, threads=threads)
+    except VQAError as e:
+        if _debug():
+            raise
+        click.echo(f"error: {e.code}: {e.message}", err=True)
+        sys.exit(EXIT_USAGE)
+
+    config = {"sampling": frames, "backend": backend, "batch_size": batch_size}
+    failed = 0
+    with ExitStack() as stack:
+        stack.enter_context(scorer)
+        try:
+            stream = stack.enter_context(_open_output(output))
+        except OSError as e:
+            click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
+            sys.exit(EXIT_USAGE)
+        try:
+            with open_writer(fmt, stream, path_width=max(map(len, inputs))) as writer:
+                for record in score_inputs(scorer, inputs, config):
+                    writer.write(record)
+                    failed += not record.ok
+        except Exception as e:  # noqa: BLE001 - one clean line unless debugging
+            if _debug():
+                raise
+            code = e.code if isinstance(e, VQAError) else "E_INTERNAL"
+            click.echo(f"error: {code}: {e}", err=True)
+            sys.exit(EXIT_INTERNAL)
+    sys.exit(EXIT_SOME_FAILED if failed else EXIT_OK)
+
+
+@contextmanager
+def _open_output(output: str | None) -> Iterator[TextIO]:
+    """stdout (left open) or a UTF-8 file; newline='' so CSV keeps newlines inside fields."""
+    if output in (None, "-"):
+        yield sys.stdout
+        return
+    with open(output, "w", encoding="utf-8", newline="") as f:
+        yield f
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="vqa")
+
+
+if __name__ == "__main__":
+    main()

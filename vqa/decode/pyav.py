@@ -1,0 +1,179 @@
+"""Default decode backend: PyAV (FFmpeg's libraries), exact timestamps and keyframe seeking."""
+from __future__ import annotations
+
+import collections
+import math
+from fractions import Fraction
+from typing import ClassVar
+
+import av
+import numpy as np
+
+from vqa.decode.base import PTS_TOLERANCE_S, SEEK_AHEAD_S, VideoReader
+from vqa.errors import InputError
+from vqa.types import VideoInfo
+
+# Packets in a row that fail to demux or decode before the rest of the stream is given up.
+MAX_CONSECUTIVE_DECODE_ERRORS = 16
+# Seeks that land after their target (a sparse or wrong index) back off this many times,
+# each twice as far, before falling back to the start of the stream.
+SEEK_RETRIES = 3
+
+
+class PyAVReader(VideoReader):
+    BACKEND_NAME: ClassVar[str] = "pyav"
+    SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
+
+    _container: av.container.InputContainer | None = None
+
+    def _open(self) -> VideoInfo:
+        try:
+            self._container = av.open(self.path, mode="r")
+        except av.error.FileNotFoundError:
+            raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
+        except av.error.PermissionError:
+            raise InputError(f"cannot read {self.path!r}: permission denied",
+                             code="E_UNREADABLE") from None
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{self.path!r} is not a container FFmpeg recognises ({exc.strerror})",
+                             code="E_NOT_VIDEO") from None
+        if not self._container.streams.video:
+            kinds = sorted({s.type for s in self._container.streams}) or ["none"]
+            raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
+                             code="E_NO_VIDEO_STREAM")
+        stream = self._stream = self._container.streams.video[0]
+        ctx = stream.codec_context
+        # Explicit, so parallel workers each decode on `threads` cores instead of all of them.
+        ctx.thread_count = self.threads
+        if self.threads > 1:
+            ctx.thread_type = "AUTO"
+        self._time_base = stream.time_base or Fraction(1, 1_000_000)
+        self._start_pts = stream.start_time or 0
+        self._fps = float(stream.average_rate or stream.guessed_rate or 0)
+        self._reset()
+
+        # The display matrix rides on decoded frames, so peek at the first one and keep it.
+        first = self._next_av_frame()
+        if first is None:
+            raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
+        self._queue.appendleft(first)
+        # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns.
+        self._rot_k = round(first.rotation / 90) % 4
+        width, height = first.width, first.height
+        if self._rot_k % 2:
+            width, height = height, width
+        if stream.duration:
+            duration = float(stream.duration * self._time_base)
+        elif self._container.duration:
+            duration = self._container.duration / av.time_base
+        else:
+            duration = 0.0
+        return VideoInfo(
+            width=width, height=height, fps=self._fps, duration_s=duration,
+            frame_count=stream.frames or round(duration * self._fps),
+            codec=ctx.name, rotation=(-90 * self._rot_k) % 360, pixel_format=first.format.name,
+        )
+
+    def _reset(self) -> None:
+        """Forget decoder-side state after opening or seeking."""
+        self._packets = self._container.demux(self._stream)
+        self._queue: collections.deque[av.VideoFrame] = collections.deque()
+        self._frame: av.VideoFrame | None = None
+        self._prev_pts_s: float | None = None
+        self._eof = False
+        self._consecutive_errors = 0
+
+    def _next_av_frame(self) -> av.VideoFrame | None:
+        while not self._queue and not self._eof:
+            try:
+                packet = next(self._packets)
+            except StopIteration:
+                self._eof = True
+                break
+            except av.error.FFmpegError:  # a demux error ends the generator: start a new one
+                self._packets = self._container.demux(self._stream)
+                self._count_error()
+                continue
+            try:
+                self._queue.extend(packet.decode())
+            except (av.error.InvalidDataError, av.error.FFmpegError, ValueError):
+                self._count_error()
+                continue
+            self._consecutive_errors = 0
+        return self._queue.popleft() if self._queue else None
+
+    def _count_error(self) -> None:
+        self.decode_errors += 1
+        self._consecutive_errors += 1
+        if self._consecutive_errors >= MAX_CONSECUTIVE_DECODE_ERRORS:
+            self._eof = True
+
+    def _pts_s(self, frame: av.VideoFrame) -> float:
+        if frame.pts is None:  # rare (raw streams): step on from the previous frame
+            prev = self._prev_pts_s
+            return 0.0 if prev is None else prev + (1 / self._fps if self._fps else 0.0)
+        return float((frame.pts - self._start_pts) * self._time_base)
+
+    def _grab(self) -> float | None:
+        frame = self._next_av_frame()
+        if frame is None:
+            self._frame = None
+            return None
+        self._frame = frame
+        self._prev_pts_s = self._pts_s(frame)
+        return self._prev_pts_s
+
+    def _retrieve(self) -> np.ndarray | None:
+        if self._frame is None:
+            return None
+        # swscale handles every input format (10-bit, 4:4:4, gray, alpha, full-range yuvj).
+        rgb = self._frame.to_ndarray(format="rgb24")
+        if self._rot_k:
+            rgb = np.rot90(rgb, self._rot_k)
+        return np.ascontiguousarray(rgb)
+
+    def _keyframe_before_s(self, t_s: float) -> float | None:
+        """Time of the last keyframe at or before t_s per the demuxer's index, when it covers t_s."""
+        entries = self._stream.index_entries
+        ts = self._start_pts + math.floor(t_s / self._time_base)
+        if len(entries) < 2 or entries[len(entries) - 1].timestamp < ts:
+            return None  # no index (MPEG-TS) or not read that far: unknown
+        # Only saves decoding: a sparse index gives an earlier keyframe, never a wrong frame.
+        i = entries.search_timestamp(ts, backward=True)
+        # Index timestamps are dts (<= pts), so this errs towards seeking.
+        return None if i < 0 else float((entries[i].timestamp - self._start_pts) * self._time_base)
+
+    def _seek(self, t_s: float) -> None:
+        prev = self._prev_pts_s
+        if prev is not None and t_s > prev + PTS_TOLERANCE_S:
+            keyframe = self._keyframe_before_s(t_s)
+            if keyframe is not None and keyframe <= prev:
+                return  # long GOP: a seek would only go back to a keyframe already behind us
+        target = t_s
+        for attempt in range(SEEK_RETRIES + 1):
+            if attempt == SEEK_RETRIES:
+                target = 0.0  # last resort: the start, exact by construction
+            offset = self._start_pts + (math.floor(target / self._time_base)
+                                        if target > 0 else 0)
+            try:
+                self._container.seek(int(offset), stream=self._stream, backward=True)
+            except av.error.FFmpegError as exc:
+                if attempt == SEEK_RETRIES:
+                    raise InputError(f"cannot seek in {self.path!r}: {exc.strerror}",
+                                     code="E_DECODE") from None
+                target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
+                continue
+            self._reset()
+            frame = self._next_av_frame()
+            # Landing after t_s would silently skip frames of the run: back off and retry.
+            if frame is not None and self._pts_s(frame) > t_s + PTS_TOLERANCE_S and target > 0:
+                target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
+                continue
+            if frame is not None:
+                self._queue.appendleft(frame)
+            return
+
+    def _release(self) -> None:
+        container, self._container = self._container, None
+        if container is not None:
+            container.close()

@@ -1,0 +1,41 @@
+"""One exception root for the package; each error carries a stable code for output records."""
+from __future__ import annotations
+
+
+class VQAError(Exception):
+    """Base of every error this package raises on purpose. ``code`` is stable across releases."""
+
+    code = "E_INTERNAL"
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputError(VQAError, ValueError):
+    """The video cannot be scored: missing, empty, not a video, nothing decodable."""
+
+    code = "E_DECODE"
+
+
+class ModelError(VQAError, RuntimeError):
+    """The model file is missing, corrupt or does not match its manifest."""
+
+    code = "E_MODEL"
+
+
+class BackendUnavailable(VQAError, ImportError):
+    """A decode or inference backend was asked for but its package is not installed."""
+
+    code = "E_BACKEND"
+
+
+class UsageError(VQAError, ValueError):
+    """Options that cannot work together or are out of bounds."""
+
+    code = "E_USAGE"

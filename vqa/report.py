@@ -1,0 +1,216 @@
+"""Writers that turn ``VideoScore`` records into table, JSON, JSON Lines or CSV output.
+
+Every writer streams: ``write(record)`` is called as each video finishes and ``close()``
+finishes the document. Writers never close the stream they were given; the caller owns it.
+The dict from ``VideoScore.to_dict()`` is the output contract; ``CONTRACT_SCHEMA`` states it.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Mapping, TextIO
+
+from vqa.errors import UsageError
+from vqa.types import DEFECT_TYPES, VideoScore
+
+FORMATS = ("table", "json", "jsonl", "csv")
+CATEGORIES = ("excellent", "good", "fair", "poor", "bad")
+
+CSV_COLUMNS = (
+    "path", "status", "score", "category", "defects", "width", "height", "fps",
+    "duration_s", "codec", "error_code", "error_message", "warnings",
+)
+
+_NUM = {"type": "number"}
+_COUNT = {"type": "integer", "minimum": 0}
+
+# One record. Fields may be added later, so additionalProperties stays open everywhere;
+# what an "ok" record must carry beyond the common keys is stated in the if/then.
+CONTRACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "vqa video score record",
+    "type": "object",
+    "required": ["path", "status", "score", "category", "defects", "video", "frames",
+                 "model", "config", "error", "warnings"],
+    "properties": {
+        "path": {"type": "string"},
+        "status": {"enum": ["ok", "error"]},
+        "score": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
+        "category": {"enum": [*CATEGORIES, None]},
+        "defects": {"type": "array", "items": {
+            "type": "object",
+            "required": ["type", "severity", "start_s", "end_s"],
+            "properties": {
+                "type": {"enum": list(DEFECT_TYPES)},
+                "severity": {"type": "number", "minimum": 0, "maximum": 1},
+                "start_s": {"type": "number", "minimum": 0},
+                "end_s": {"type": "number", "minimum": 0},
+            },
+        }},
+        "video": {"oneOf": [{"type": "null"}, {
+            "type": "object",
+            "required": ["width", "height", "fps", "duration_s", "codec", "rotation"],
+            "properties": {
+                "width": {"type": "integer", "minimum": 1},
+                "height": {"type": "integer", "minimum": 1},
+                "fps": {"type": "number", "minimum": 0},
+                "duration_s": {"type": "number", "minimum": 0},
+                "codec": {"type": "string"},
+                "rotation": {"enum": [0, 90, 180, 270]},
+            },
+        }]},
+        "frames": {"type": "object", "properties": {
+            "sampled": _COUNT, "decoded": _COUNT, "decode_errors": _COUNT}},
+        "model": {"type": "object", "properties": {
+            "name": {"type": "string"}, "version": {"type": "string"},
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+        "config": {"type": "object", "properties": {
+            "sampling": {"oneOf": [{"enum": ["default", "all"]},
+                                   {"type": "integer", "minimum": 1}]},
+            "backend": {"type": "string"},
+            "batch_size": {"type": "integer", "minimum": 1}}},
+        "error": {"oneOf": [{"type": "null"}, {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string", "pattern": "^E_[A-Z_]+$"},
+                           "message": {"type": "string"}},
+        }]},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+    },
+    "if": {"properties": {"status": {"const": "ok"}}},
+    "then": {
+        "properties": {
+            "score": _NUM, "category": {"enum": list(CATEGORIES)},
+            "video": {"type": "object"}, "error": {"type": "null"},
+            "frames": {"required": ["sampled", "decoded", "decode_errors"]},
+            "model": {"required": ["name", "version", "sha256"]},
+            "config": {"required": ["sampling", "backend", "batch_size"]},
+        },
+    },
+    "else": {"properties": {"error": {"type": "object"}}},
+}
+
+
+def _as_dict(record: VideoScore | Mapping[str, Any]) -> dict[str, Any]:
+    return record.to_dict() if isinstance(record, VideoScore) else dict(record)
+
+
+def _fmt_num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, int) else f"{x:.1f}"
+
+
+def format_defects(defects: list[Mapping[str, Any]]) -> str:
+    """Compact defect string for CSV: ``type:severity:start-end`` joined by ``;``."""
+    return ";".join(f"{d['type']}:{d['severity']:g}:{d['start_s']:g}-{d['end_s']:g}"
+                    for d in defects)
+
+
+class Writer(ABC):
+    """Streams records to ``stream``; use as a context manager so ``close()`` always runs."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.closed = False
+
+    @abstractmethod
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None:
+        self.closed = True
+        self.stream.flush()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JsonlWriter(Writer):
+    def write(self, record):
+        self.stream.write(json.dumps(_as_dict(record), ensure_ascii=False) + "\n")
+        self.stream.flush()
+
+
+class JsonWriter(Writer):
+    """A JSON array, written element by element so memory stays flat; valid once closed."""
+
+    def __init__(self, stream: TextIO):
+        super().__init__(stream)
+        self._count = 0
+
+    def write(self, record):
+        self.stream.write("[\n  " if self._count == 0 else ",\n  ")
+        self.stream.write(json.dumps(_as_dict(record), ensure_ascii=False))
+        self._count += 1
+
+    def close(self):
+        if not self.closed:
+            self.stream.write("[]\n" if self._count == 0 else "\n]\n")
+        super().close()
+
+
+class CsvWriter(Writer):
+    """Flat columns; the csv module quotes commas, quotes and newlines inside fields."""
+
+    def __init__(self, stream: TextIO):
+        super().__init__(stream)
+        self._csv = csv.writer(stream, lineterminator="\n")
+        self._csv.writerow(CSV_COLUMNS)
+        stream.flush()
+
+    @staticmethod
+    def row(d: Mapping[str, Any]) -> list[Any]:
+        video, error = d.get("video") or {}, d.get("error") or {}
+        blank = lambda v: "" if v is None else v  # noqa: E731 - None reads as an empty cell
+        return [d["path"], d["status"], blank(d.get("score")), blank(d.get("category")),
+                format_defects(d.get("defects") or []),
+                *(blank(video.get(k)) for k in ("width", "height", "fps", "duration_s", "codec")),
+                blank(error.get("code")), blank(error.get("message")),
+                "; ".join(d.get("warnings") or [])]
+
+    def write(self, record):
+        self._csv.writerow(self.row(_as_dict(record)))
+        self.stream.flush()
+
+
+def _printable(text: str) -> str:
+    # A newline inside a path would break the one-line-per-video layout.
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class TableWriter(Writer):
+    """One aligned line per video for people; ``path_width`` lines paths up when known."""
+
+    def __init__(self, stream: TextIO, *, path_width: int | None = None):
+        super().__init__(stream)
+        self.path_width = min(path_width or 0, 60)
+
+    def line(self, d: Mapping[str, Any]) -> str:
+        path = _printable(d["path"]).ljust(self.path_width)
+        if d["status"] != "ok":
+            err = d.get("error") or {}
+            text = f"{path}   error {err.get('code', 'E_INTERNAL')}  {_printable(err.get('message', ''))}"
+        else:
+            defects = ", ".join(
+                f"{x['type']} ({x['severity']:.2f}, {_fmt_num(x['start_s'])}\u2013{_fmt_num(x['end_s'])} s)"
+                for x in d.get("defects") or []) or "none"
+            text = f"{path}   score {d['score']:5.1f}   {d['category']:<9}   defects: {defects}"
+        # Warnings (e.g. a substituted backend) must be visible, so they get their own lines.
+        return "".join([text.rstrip(), *(f"\n    warning: {_printable(w)}"
+                                         for w in d.get("warnings") or [])]) + "\n"
+
+    def write(self, record):
+        self.stream.write(self.line(_as_dict(record)))
+        self.stream.flush()
+
+
+def open_writer(fmt: str, stream: TextIO, *, path_width: int | None = None) -> Writer:
+    """Writer for ``fmt`` (one of ``FORMATS``). ``path_width`` only matters for "table"."""
+    if fmt == "table":
+        return TableWriter(stream, path_width=path_width)
+    writers = {"json": JsonWriter, "jsonl": JsonlWriter, "csv": CsvWriter}
+    if fmt not in writers:
+        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return writers[fmt](stream)

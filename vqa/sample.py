@@ -1,0 +1,68 @@
+"""Plan which frames to decode: pure arithmetic on stream metadata, no video and no I/O.
+
+A plan is a few short runs of consecutive frames spread over the whole video. Each run
+stands for one equal stretch (span) of the timeline and sits in the middle of it, so the
+runs see the whole video evenly and a defect found in a run is reported over its span.
+
+Worked example: a 10 s clip at 25 fps with the default 32 frames gives 8 runs of 4 frames.
+The spans are [0, 1.25), [1.25, 2.5), ... [8.75, 10). A run of 4 frames lasts 4/25 = 0.16 s,
+so run 0 starts at 0 + (1.25 - 0.16) / 2 = 0.545 s and run 1 at 1.795 s::
+
+    >>> from vqa.types import VideoInfo
+    >>> info = VideoInfo(width=64, height=48, fps=25.0, duration_s=10.0, frame_count=250, codec="h264")
+    >>> plan = plan_frames(info)
+    >>> len(plan.runs), plan.runs[0].count, round(plan.runs[0].start_s, 3), round(plan.runs[1].start_s, 3)
+    (8, 4, 0.545, 1.795)
+"""
+from __future__ import annotations
+
+import math
+
+from vqa.errors import UsageError
+from vqa.types import Run, SamplePlan, VideoInfo
+
+DEFAULT_FRAMES = 32  # 8 runs of 4: enough for a stable score, cheap on long videos
+DEFAULT_RUN_LENGTH = 4  # consecutive frames per run, so frozen frames can be measured
+FRAME_MODES = ("default", "all")  # string values accepted for ``frames``; an int means "count"
+
+
+def plan_frames(info: VideoInfo, frames: int | str = "default", *,
+                run_length: int = DEFAULT_RUN_LENGTH) -> SamplePlan:
+    """Spread ``frames`` frames over the video as runs of ``run_length`` consecutive frames.
+
+    ``frames`` is ``"default"`` (``DEFAULT_FRAMES``), ``"all"`` or an int N >= 1. N frames become
+    ceil(N / run_length) runs whose counts differ by at most one and add up to exactly N. When
+    the video has no more frames than asked for (or its length is unknown) the plan is one run
+    that takes every frame (``count == 0``), keeping the requested mode.
+    A pure function of (duration_s, fps, frame_count, frames, run_length).
+    """
+    if isinstance(run_length, bool) or not isinstance(run_length, int) or run_length < 1:
+        raise UsageError(f"run_length must be an int >= 1, got {run_length!r}")
+    duration = max(float(info.duration_s), 0.0)
+    if frames == "all":
+        return SamplePlan(mode="all", runs=(Run(0.0, 0, 0.0, duration),), requested=None)
+    if frames == "default":
+        mode, requested = "default", DEFAULT_FRAMES
+    elif isinstance(frames, int) and not isinstance(frames, bool):
+        if frames < 1:
+            raise UsageError(f"frames must be >= 1, got {frames}; use 'all' to take every frame")
+        mode, requested = "count", frames
+    else:
+        raise UsageError(f"frames must be an int >= 1 or one of {FRAME_MODES}, got {frames!r}")
+
+    # Too short to sample, or no timeline to spread runs over: every frame is the honest answer.
+    if (info.frame_count > 0 and requested >= info.frame_count) or duration <= 0 or info.fps <= 0:
+        return SamplePlan(mode=mode, runs=(Run(0.0, 0, 0.0, duration),), requested=requested)
+
+    n_runs = math.ceil(requested / run_length)
+    base, extra = divmod(requested, n_runs)
+    span_len = duration / n_runs
+    runs = []
+    for k in range(n_runs):
+        count = base + (1 if k < extra else 0)
+        span_start = duration * k / n_runs
+        # Both ends come from the same formula so neighbouring spans share a bit-identical edge.
+        span_end = duration if k == n_runs - 1 else duration * (k + 1) / n_runs
+        start = span_start + max(0.0, (span_len - count / info.fps) / 2)
+        runs.append(Run(start_s=start, count=count, span_start_s=span_start, span_end_s=span_end))
+    return SamplePlan(mode=mode, runs=tuple(runs), requested=requested)

@@ -1,0 +1,123 @@
+"""Typed records passed between stages. Units live in the field names."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+DEFECT_TYPES = (
+    "blur", "noise", "compression", "low_resolution", "dark", "overexposed", "frozen", "black",
+)
+# Defects the network predicts per frame; frozen and black are measured from the frames.
+MODEL_DEFECTS = DEFECT_TYPES[:6]
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """Stream metadata, with width/height as displayed (rotation already applied)."""
+
+    width: int
+    height: int
+    fps: float
+    duration_s: float
+    frame_count: int  # declared or estimated (duration * fps) when the container does not say
+    codec: str
+    rotation: int = 0  # degrees clockwise the decoder turns frames to display them
+    pixel_format: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "width": self.width, "height": self.height, "fps": round(self.fps, 3),
+            "duration_s": round(self.duration_s, 3), "codec": self.codec,
+            "rotation": self.rotation, "frame_count": self.frame_count,
+            "pixel_format": self.pixel_format,
+        }
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run of ``count`` consecutive frames starting at the first frame with pts >= start_s.
+
+    The run stands for the stretch of the timeline [span_start_s, span_end_s): defects found
+    in it are reported over that stretch.
+    """
+
+    start_s: float
+    count: int
+    span_start_s: float
+    span_end_s: float
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    mode: str  # "default", "count" or "all"
+    runs: tuple[Run, ...]
+    requested: int | None  # frames asked for; None for "all"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "requested": self.requested, "runs": len(self.runs),
+                "run_length": max((r.count for r in self.runs), default=0)}
+
+
+@dataclass
+class Frame:
+    """One decoded frame, RGB uint8 HxWx3, rotation applied."""
+
+    run: int  # index of the plan run this frame belongs to
+    pts_s: float
+    rgb: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.rgb.ndim != 3 or self.rgb.shape[2] != 3 or self.rgb.dtype != np.uint8:
+            raise ValueError(f"frame must be HxWx3 uint8, got {self.rgb.shape} {self.rgb.dtype}")
+
+
+@dataclass(frozen=True)
+class Defect:
+    type: str
+    severity: float  # 0..1
+    start_s: float
+    end_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "severity": round(self.severity, 3),
+                "start_s": round(self.start_s, 3), "end_s": round(self.end_s, 3)}
+
+
+@dataclass
+class VideoScore:
+    """The result for one video: what every output format is made from."""
+
+    path: str
+    status: str  # "ok" or "error"
+    score: float | None = None
+    category: str | None = None
+    defects: list[Defect] = field(default_factory=list)
+    video: VideoInfo | None = None
+    frames: dict[str, int] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, str] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "score": None if self.score is None else round(self.score, 2),
+            "category": self.category,
+            "defects": [d.to_dict() for d in self.defects],
+            "video": None if self.video is None else self.video.to_dict(),
+            "frames": dict(self.frames),
+            "model": dict(self.model),
+            "config": dict(self.config),
+            "sampling": dict(self.sampling),
+            "error": self.error,
+            "warnings": list(self.warnings),
+        }
