@@ -20,7 +20,7 @@ import numpy as np
 GRID = 7
 PATCH = 32
 VIEW = GRID * PATCH  # 224
-THUMB = (64, 36)  # width, height of the grey thumbnail used for freeze detection
+THUMB = (128, 72)  # width, height of the grey thumbnail used for freeze detection
 
 
 @dataclass(frozen=True)

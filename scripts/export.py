@@ -1,0 +1,77 @@
+"""Export the trained weights to OpenVINO IR and write the model manifest (models/vqa.json).
+
+    python scripts/export.py --weights models/vqa-effl0.pt --out models/ --version 1.0.0
+
+The IR takes the preprocessor's output as it is, a uint8 NHWC batch of fragment views: the
+element-type and layout conversion is folded into the graph by OpenVINO's PrePostProcessor,
+so no float copy of the batch is ever made in Python. The manifest records the sha256 of
+every file; the runtime refuses files that do not match.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vqa.infer.network import QualityNet  # noqa: E402
+from vqa.preprocess import GRID, PATCH, VIEW  # noqa: E402
+from vqa.types import MODEL_DEFECTS  # noqa: E402
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--name", default="vqa-effl0")
+    ap.add_argument("--version", default="1.0.0")
+    a = ap.parse_args()
+    net = QualityNet()
+    net.load_state_dict(torch.load(a.weights, weights_only=True, map_location="cpu"))
+    net.eval()
+    example = torch.rand(2, 3, VIEW, VIEW) * 255
+    model = ov.convert_model(net, example_input=example, input=[(-1, 3, VIEW, VIEW)])
+    ppp = ov.preprocess.PrePostProcessor(model)
+    ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
+    ppp.input().model().set_layout(ov.Layout("NCHW"))
+    ppp.input().preprocess().convert_element_type(ov.Type.f32)
+    model = ppp.build()
+    xml = a.out / f"{a.name}.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+
+    # The IR must compute what PyTorch computes before it is shipped.
+    views = np.random.default_rng(0).integers(0, 256, (4, VIEW, VIEW, 3), dtype=np.uint8)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(views).permute(0, 3, 1, 2).float()).numpy()
+    got = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(views)[0]
+    err = float(np.abs(ref - got).max())
+    print(f"max |PyTorch - OpenVINO| = {err:.2e}")
+    if err > 1e-2:
+        raise SystemExit("OpenVINO export disagrees with PyTorch")
+
+    files = {"pytorch": a.weights.name, "openvino_xml": xml.name, "openvino_bin": xml.with_suffix(".bin").name}
+    manifest = {
+        "name": a.name,
+        "version": a.version,
+        "outputs": ["score", *MODEL_DEFECTS],
+        "input": {"view": "fragments", "grid": GRID, "patch": PATCH, "size": VIEW, "layout": "NHWC",
+                  "dtype": "uint8", "channels": "RGB"},
+        "files": files,
+        "sha256": {k: sha256(a.out / f) for k, f in files.items()},
+    }
+    (a.out / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(json.dumps(manifest, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Per-frame outputs -> one score, a category and timestamped defects for the video.
+
+Policy, in one place:
+- score: the mean of the per-frame scores (VMAF pools frames by their mean too), clamped to
+  0..100. Black frames are left out of the mean: there is no picture in them to judge. A
+  video whose sampled frames are all black scores 0.
+- The score measures damage to technical fidelity (blur, noise, compression, scaling).
+  The model was trained so exposure does not move it (see models/README.md), and frozen
+  frames are scored as the pictures they are; all three are reported as defects instead.
+- category: CATEGORY_THRESHOLDS on the score.
+- defects: a sampled frame stands for the stretch of the timeline up to the next sampled
+  frame (or its run's span end); consecutive flagged frames merge into one segment; a
+  segment needs MIN_SEGMENT_FRAMES frames, so a single odd frame reports nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .preprocess import FrameStats
+from .types import MODEL_DEFECTS, Defect, SamplePlan
+
+# Lower bounds of each category, highest first; below the last one is "bad".
+CATEGORY_THRESHOLDS = ((80.0, "excellent"), (60.0, "good"), (40.0, "fair"), (20.0, "poor"))
+DEFECT_PROBABILITY = 0.5  # a model defect is flagged on a frame at this probability
+MIN_SEGMENT_FRAMES = 2
+BLACK_LUMA_MEAN = 8.0  # 0..255 full-range luma: limited-range black decodes to about 0
+BLACK_LUMA_P98 = 20.0  # and almost nothing brighter: an underexposed or night scene is not black
+# Mean absolute difference of grey thumbnails (0..255) under which a frame repeats the last.
+# Repeats measure under 0.01 (an encoder may still refine a static picture a little); a slow,
+# dark pan measures over 0.1 on the same thumbnails.
+FREEZE_MAD = 0.05
+MIN_FROZEN_FRAMES = 3  # 3 identical frames in a row; pairs come from frame-rate conversion
+
+
+@dataclass
+class FrameResult:
+    run: int
+    pts_s: float
+    outputs: np.ndarray  # (1 + len(MODEL_DEFECTS),): score, then logits
+    stats: FrameStats
+
+
+def category(score: float) -> str:
+    for bound, name in CATEGORY_THRESHOLDS:
+        if score >= bound:
+            return name
+    return "bad"
+
+
+def _spans(frames: list[FrameResult], plan: SamplePlan, duration_s: float) -> list[tuple[float, float]]:
+    spans = []
+    for i, f in enumerate(frames):
+        run = plan.runs[f.run] if f.run < len(plan.runs) else None
+        first = i == 0 or frames[i - 1].run != f.run
+        last = i == len(frames) - 1 or frames[i + 1].run != f.run
+        start = run.span_start_s if first and run else f.pts_s
+        end = (run.span_end_s if run and run.span_end_s > 0 else duration_s) if last else frames[i + 1].pts_s
+        spans.append((min(start, f.pts_s), max(end, f.pts_s)))
+    return spans
+
+
+def _segments(flags: np.ndarray, values: np.ndarray, spans, kind: str, min_frames: int) -> list[Defect]:
+    out, i = [], 0
+    while i < len(flags):
+        if not flags[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(flags) and flags[j + 1]:
+            j += 1
+        if j - i + 1 >= min_frames:
+            out.append(Defect(kind, float(np.clip(values[i:j + 1].mean(), 0, 1)), spans[i][0], spans[j][1]))
+        i = j + 1
+    return out
+
+
+def frozen_flags(frames: list[FrameResult], black: np.ndarray) -> np.ndarray:
+    """Frames that repeat their neighbour within a run, in stretches of MIN_FROZEN_FRAMES or more."""
+    same = np.zeros(len(frames), bool)  # same[i]: frame i repeats frame i-1
+    for i in range(1, len(frames)):
+        if frames[i].run == frames[i - 1].run:
+            a, b = frames[i].stats.thumb, frames[i - 1].stats.thumb
+            same[i] = np.abs(a.astype(np.int16) - b).mean() < FREEZE_MAD
+    flags = np.zeros(len(frames), bool)
+    i = 1
+    while i < len(frames):
+        if same[i]:
+            j = i
+            while j + 1 < len(frames) and same[j + 1]:
+                j += 1
+            if j - i + 2 >= MIN_FROZEN_FRAMES:
+                flags[i - 1:j + 1] = True
+            i = j + 1
+        else:
+            i += 1
+    return flags & ~black
+
+
+def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
+              ) -> tuple[float, str, list[Defect]]:
+    if not frames:
+        raise ValueError("no frames to aggregate")
+    outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
+    black = np.array([f.stats.luma_mean <= BLACK_LUMA_MEAN and f.stats.luma_p98 <= BLACK_LUMA_P98
+                      for f in frames])
+    scores = np.clip(outputs[:, 0], 0, 100)
+    score = float(scores[~black].mean()) if (~black).any() else 0.0
+    probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
+    spans = _spans(frames, plan, duration_s)
+    min_frames = min(MIN_SEGMENT_FRAMES, len(frames))
+    defects: list[Defect] = []
+    for k, kind in enumerate(MODEL_DEFECTS):
+        # On black frames the picture-defect heads have nothing to judge; black says it all.
+        flags = (probs[:, k] >= DEFECT_PROBABILITY) & ~black
+        defects += _segments(flags, probs[:, k], spans, kind, min_frames)
+    frozen = frozen_flags(frames, black)
+    defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))
+    defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
+    defects.sort(key=lambda d: (d.start_s, d.type))
+    return score, category(score), defects
