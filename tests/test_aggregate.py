@@ -1,0 +1,313 @@
+"""Aggregation policy on hand-built frame results: no video, no model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vqa.aggregate import (
+    BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, FREEZE_MAD, MIN_FROZEN_FRAMES,
+    MIN_SEGMENT_FRAMES, FrameResult, _spans, aggregate, category,
+)
+from vqa.preprocess import THUMB, FrameStats
+from vqa.sample import plan_frames
+from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, Run, SamplePlan, VideoInfo
+
+FPS = 25.0
+QUIET = -8.0  # a logit whose probability is far below the flag threshold
+LOUD = 8.0
+
+
+def stats(*, luma: float = 120.0, p98: float = 200.0, thumb_seed: int | None = None,
+          thumb: np.ndarray | None = None) -> FrameStats:
+    if thumb is None:
+        rng = np.random.default_rng(thumb_seed)
+        thumb = rng.integers(0, 256, (THUMB[1], THUMB[0]), dtype=np.uint8)
+    return FrameStats(luma, p98, thumb)
+
+
+BLACK = dict(luma=0.5, p98=2.0, thumb=np.zeros((THUMB[1], THUMB[0]), np.uint8))
+
+
+def outputs(score: float = 70.0, **logits: float) -> np.ndarray:
+    row = np.full(1 + len(MODEL_DEFECTS), QUIET)
+    row[0] = score
+    for name, value in logits.items():
+        row[1 + MODEL_DEFECTS.index(name)] = value
+    return row
+
+
+def one_run_plan(n: int, duration_s: float) -> SamplePlan:
+    return SamplePlan(mode="count", runs=(Run(0.0, n, 0.0, duration_s),), requested=n)
+
+
+def frames_in_one_run(rows: list[np.ndarray], stats_list: list[FrameStats] | None = None
+                      ) -> list[FrameResult]:
+    stats_list = stats_list or [stats(thumb_seed=i) for i in range(len(rows))]
+    return [FrameResult(0, i / FPS, row, st) for i, (row, st) in enumerate(zip(rows, stats_list))]
+
+
+def of_type(defects, kind):
+    return [d for d in defects if d.type == kind]
+
+
+# --- categories --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("score, expected", [
+    (100.0, "excellent"), (80.0, "excellent"), (79.99, "good"), (60.0, "good"), (59.99, "fair"),
+    (40.0, "fair"), (39.99, "poor"), (20.0, "poor"), (19.99, "bad"), (0.0, "bad"),
+])
+def test_category_boundaries(score, expected):
+    assert category(score) == expected
+
+
+def test_thresholds_descend_and_cover_every_category():
+    bounds = [b for b, _ in CATEGORY_THRESHOLDS]
+    assert bounds == sorted(bounds, reverse=True)
+    names = {category(b) for b in bounds} | {category(bounds[-1] - 1e-6)}
+    assert names == {"excellent", "good", "fair", "poor", "bad"}
+
+
+# --- the score ---------------------------------------------------------------------------
+
+def test_score_is_mean_of_clamped_frames_without_black():
+    rows = [outputs(120.0), outputs(-10.0), outputs(50.0), outputs(90.0)]
+    st = [stats(thumb_seed=0), stats(thumb_seed=1), stats(thumb_seed=2), stats(**BLACK)]
+    score, cat, _ = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 4 / FPS), 4 / FPS)
+    assert score == pytest.approx((100.0 + 0.0 + 50.0) / 3)
+    assert cat == category(score)
+
+
+def test_score_in_range_whatever_the_outputs():
+    rng = np.random.default_rng(3)
+    rows = [outputs(float(s)) for s in rng.uniform(-500, 500, 20)]
+    score, _, _ = aggregate(frames_in_one_run(rows), one_run_plan(20, 20 / FPS), 20 / FPS)
+    assert 0.0 <= score <= 100.0
+
+
+def test_all_black_scores_zero_and_reports_black_only():
+    rows = [outputs(95.0, blur=LOUD, dark=LOUD) for _ in range(4)]
+    st = [stats(**BLACK) for _ in rows]
+    score, cat, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    assert score == 0.0 and cat == "bad"
+    assert [d.type for d in defects] == ["black"]
+    assert (defects[0].start_s, defects[0].end_s) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("luma, p98, is_black", [
+    (BLACK_LUMA_MEAN, BLACK_LUMA_P98, True),
+    (BLACK_LUMA_MEAN + 0.01, BLACK_LUMA_P98, False),
+    (BLACK_LUMA_MEAN, BLACK_LUMA_P98 + 0.01, False),
+    (3.0, 60.0, False),  # a night scene: dark on average, with some bright detail
+])
+def test_black_frame_thresholds(luma, p98, is_black):
+    rows = [outputs(40.0), outputs(40.0), outputs(80.0), outputs(80.0)]
+    st = [stats(thumb_seed=0), stats(thumb_seed=1),
+          stats(luma=luma, p98=p98, thumb_seed=2), stats(luma=luma, p98=p98, thumb_seed=3)]
+    score, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    assert score == pytest.approx(40.0 if is_black else 60.0)
+    assert bool(of_type(defects, "black")) == is_black
+
+
+def test_no_frames_is_an_error():
+    with pytest.raises(ValueError):
+        aggregate([], one_run_plan(1, 1.0), 1.0)
+
+
+# --- model defects -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", MODEL_DEFECTS)
+def test_single_flagged_frame_is_not_a_segment(kind):
+    rows = [outputs(), outputs(), outputs(**{kind: LOUD}), outputs(), outputs()]
+    _, _, defects = aggregate(frames_in_one_run(rows), one_run_plan(5, 1.0), 1.0)
+    assert defects == []
+
+
+@pytest.mark.parametrize("kind", MODEL_DEFECTS)
+def test_two_flagged_frames_make_one_segment(kind):
+    assert MIN_SEGMENT_FRAMES == 2
+    rows = [outputs(), outputs(**{kind: LOUD}), outputs(**{kind: LOUD}), outputs(), outputs()]
+    frames = frames_in_one_run(rows)
+    _, _, defects = aggregate(frames, one_run_plan(5, 1.0), 1.0)
+    assert [d.type for d in defects] == [kind]
+    d = defects[0]
+    # frame 1 stands for [pts1, pts2), frame 2 for [pts2, pts3)
+    assert (d.start_s, d.end_s) == (frames[1].pts_s, frames[3].pts_s)
+    assert d.severity == pytest.approx(1 / (1 + np.exp(-LOUD)))
+
+
+def test_flags_separated_by_a_clean_frame_do_not_merge():
+    rows = [outputs(blur=LOUD), outputs(), outputs(blur=LOUD), outputs(), outputs(blur=LOUD)]
+    _, _, defects = aggregate(frames_in_one_run(rows), one_run_plan(5, 1.0), 1.0)
+    assert defects == []
+
+
+def test_flag_threshold_is_inclusive_at_probability_half():
+    rows = [outputs(noise=0.0), outputs(noise=0.0), outputs(noise=-0.01), outputs(noise=-0.01)]
+    frames = frames_in_one_run(rows)
+    _, _, defects = aggregate(frames, one_run_plan(4, 1.0), 1.0)
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [("noise", 0.0, frames[2].pts_s)]
+    assert defects[0].severity == pytest.approx(0.5)
+
+
+def test_severity_is_mean_probability_of_the_segment():
+    logits = [0.5, 2.0, 4.0]
+    rows = [outputs(compression=v) for v in logits]
+    _, _, defects = aggregate(frames_in_one_run(rows), one_run_plan(3, 1.0), 1.0)
+    expected = np.mean([1 / (1 + np.exp(-v)) for v in logits])
+    assert [d.type for d in defects] == ["compression"]
+    assert defects[0].severity == pytest.approx(expected)
+    assert 0.0 <= defects[0].severity <= 1.0
+
+
+def test_model_defects_are_not_reported_on_black_frames():
+    rows = [outputs(dark=LOUD) for _ in range(4)]
+    st = [stats(thumb_seed=0), stats(**BLACK), stats(**BLACK), stats(thumb_seed=1)]
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    assert [d.type for d in defects] == ["black"]
+
+
+def test_one_frame_video_reports_its_defect():
+    frames = frames_in_one_run([outputs(blur=LOUD)])
+    _, _, defects = aggregate(frames, one_run_plan(1, 0.04), 0.04)
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [("blur", 0.0, 0.04)]
+
+
+def test_defects_sorted_by_start_then_type():
+    n = 8
+    rows = [outputs(noise=LOUD, blur=LOUD) if i >= 4 else outputs(overexposed=LOUD) for i in range(n)]
+    _, _, defects = aggregate(frames_in_one_run(rows), one_run_plan(n, 1.0), 1.0)
+    keys = [(d.start_s, d.type) for d in defects]
+    assert keys == sorted(keys)
+    assert [d.type for d in defects] == ["overexposed", "blur", "noise"]
+    assert {d.type for d in defects} <= set(DEFECT_TYPES)
+
+
+# --- spans: the timeline each sampled frame stands for ------------------------------------
+
+def planned_frames(info: VideoInfo, frames) -> tuple[SamplePlan, list[FrameResult]]:
+    """The frames a decoder would return for a plan on a constant frame rate video."""
+    plan = plan_frames(info, frames)
+    out = []
+    for k, run in enumerate(plan.runs):
+        first = int(np.ceil(run.start_s * info.fps - 1e-9))
+        count = run.count or info.frame_count
+        for j in range(count):
+            out.append(FrameResult(k, (first + j) / info.fps, outputs(), stats(thumb_seed=len(out))))
+    return plan, out
+
+
+@pytest.mark.parametrize("duration_s, frames", [(10.0, "default"), (3.0, 12), (3.0, 7), (2.0, "all"),
+                                                (7.3, 5)])
+def test_spans_tile_the_timeline(duration_s, frames):
+    info = VideoInfo(width=64, height=48, fps=FPS, duration_s=duration_s,
+                     frame_count=round(duration_s * FPS), codec="h264")
+    plan, results = planned_frames(info, frames)
+    spans = _spans(results, plan, duration_s)
+    assert len(spans) == len(results)
+    assert spans[0][0] == 0.0
+    assert spans[-1][1] == pytest.approx(duration_s)
+    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+        assert a1 == b0  # no gap, no overlap: bit-identical edges
+    for (s0, s1), f in zip(spans, results):
+        assert s0 <= f.pts_s <= s1
+    # run boundaries are the plan's span edges
+    for k, run in enumerate(plan.runs):
+        members = [s for s, f in zip(spans, results) if f.run == k]
+        assert members[0][0] == run.span_start_s
+        assert members[-1][1] == (run.span_end_s if run.span_end_s > 0 else duration_s)
+
+
+def test_segment_ends_come_from_run_spans():
+    """A defect that fills runs 1 and 2 of 4 is reported over exactly their spans."""
+    info = VideoInfo(width=64, height=48, fps=FPS, duration_s=8.0, frame_count=200, codec="h264")
+    plan, results = planned_frames(info, 16)
+    assert len(plan.runs) == 4
+    for r in results:
+        if r.run in (1, 2):
+            r.outputs = outputs(low_resolution=LOUD)
+    _, _, defects = aggregate(results, plan, info.duration_s)
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [
+        ("low_resolution", plan.runs[1].span_start_s, plan.runs[2].span_end_s)]
+
+
+def test_whole_video_defect_covers_zero_to_duration():
+    info = VideoInfo(width=64, height=48, fps=FPS, duration_s=10.0, frame_count=250, codec="h264")
+    plan, results = planned_frames(info, "default")
+    for r in results:
+        r.outputs = outputs(blur=LOUD)
+    _, _, defects = aggregate(results, plan, info.duration_s)
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [("blur", 0.0, 10.0)]
+
+
+# --- frozen ------------------------------------------------------------------------------
+
+def frozen_stats(pattern: str) -> list[FrameStats]:
+    """One FrameStats per letter: equal letters share a thumbnail; "k" is a black frame."""
+    thumbs = {}
+    out = []
+    for ch in pattern:
+        if ch == "k":
+            out.append(stats(**BLACK))
+            continue
+        if ch not in thumbs:
+            thumbs[ch] = np.random.default_rng(ord(ch)).integers(0, 256, (THUMB[1], THUMB[0]),
+                                                                 dtype=np.uint8)
+        out.append(stats(thumb=thumbs[ch]))
+    return out
+
+
+def frozen_of(pattern: str, runs: list[int] | None = None):
+    st = frozen_stats(pattern)
+    frames = [FrameResult(0 if runs is None else runs[i], i / FPS, outputs(), s)
+              for i, s in enumerate(st)]
+    n_runs = 1 if runs is None else max(runs) + 1
+    d = len(frames) / FPS
+    plan = SamplePlan("count", tuple(Run(d * k / n_runs, 0, d * k / n_runs, d * (k + 1) / n_runs)
+                                     for k in range(n_runs)), len(frames))
+    _, _, defects = aggregate(frames, plan, d)
+    return frames, defects
+
+
+def test_three_repeated_frames_are_frozen():
+    assert MIN_FROZEN_FRAMES == 3
+    frames, defects = frozen_of("abbbcd")
+    frozen = of_type(defects, "frozen")
+    assert [(d.start_s, d.end_s, d.severity) for d in frozen] == [(frames[1].pts_s, frames[4].pts_s, 1.0)]
+
+
+def test_two_repeated_frames_are_not_frozen():
+    _, defects = frozen_of("abbcdde")
+    assert of_type(defects, "frozen") == []
+
+
+def test_small_changes_are_not_frozen():
+    st = frozen_stats("aaaa")
+    base = st[0].thumb
+    moved = [base, np.clip(base.astype(int) + 1, 0, 255).astype(np.uint8), base,
+             np.clip(base.astype(int) + 1, 0, 255).astype(np.uint8)]
+    # each neighbour pair differs by about 1 grey level everywhere: far above FREEZE_MAD
+    assert np.abs(moved[1].astype(int) - moved[0]).mean() > FREEZE_MAD
+    frames = frames_in_one_run([outputs()] * 4, [stats(thumb=t) for t in moved])
+    _, _, defects = aggregate(frames, one_run_plan(4, 1.0), 1.0)
+    assert of_type(defects, "frozen") == []
+
+
+def test_repeats_across_runs_do_not_count():
+    # "aaaa" split 2 + 2 over two runs: no run holds 3 repeated frames
+    _, defects = frozen_of("aaaa", runs=[0, 0, 1, 1])
+    assert of_type(defects, "frozen") == []
+    _, defects = frozen_of("aaaaaa", runs=[0, 0, 0, 1, 1, 1])
+    assert len(of_type(defects, "frozen")) == 1  # two frozen runs side by side merge
+
+
+def test_black_frames_are_black_not_frozen():
+    frames, defects = frozen_of("abkkkkcd")
+    assert of_type(defects, "frozen") == []
+    black = of_type(defects, "black")
+    assert [(d.start_s, d.end_s) for d in black] == [(frames[2].pts_s, frames[6].pts_s)]
+
+
+def test_frozen_stretch_then_black():
+    frames, defects = frozen_of("aaaakkkk")
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [
+        ("frozen", 0.0, frames[4].pts_s), ("black", frames[4].pts_s, 8 / FPS)]

@@ -1,0 +1,227 @@
+"""Inference stage: every backend passes the same suite and they agree with each other.
+
+Also the model manifest's guard: a changed byte in a model file, or no manifest, is a
+ModelError with a stable code, never a quiet change in scores.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vqa.errors import ModelError, UsageError
+from vqa.infer import BACKENDS, available_backends, open_inferencer
+from vqa.model import MANIFEST, default_model_dir, load_model_spec
+from vqa.preprocess import VIEW, fragments
+from vqa.types import MODEL_DEFECTS
+
+BACKEND_NAMES = sorted(BACKENDS)
+OUTPUTS = 1 + len(MODEL_DEFECTS)
+SCORE_TOL = 0.5  # score points
+LOGIT_TOL = 1e-3
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_model_spec()
+
+
+@pytest.fixture(scope="module")
+def inferencers(spec):
+    opened = {name: open_inferencer(spec, backend=name, threads=2) for name in BACKEND_NAMES}
+    yield opened
+    for inf in opened.values():
+        inf.close()
+
+
+@pytest.fixture(scope="module")
+def random_views():
+    return np.random.default_rng(7).integers(0, 256, (8, VIEW, VIEW, 3), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def real_views(scene):
+    """Fragment views of real frames: clean, blurred, darkened and a flat grey frame."""
+    from conftest import blur, dark
+
+    frames = [scene[0], scene[30], blur(scene[:1])[0], dark(scene[10:11])[0],
+              np.full_like(scene[0], 128)]
+    return np.stack([fragments(f) for f in frames])
+
+
+def test_both_backends_are_available():
+    # The test extra installs torch; a missing backend would silently shrink this suite.
+    assert set(available_backends()) == set(BACKEND_NAMES)
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+@pytest.mark.parametrize("n", [1, 5])
+def test_output_shape_and_finite(inferencers, random_views, backend, n):
+    out = inferencers[backend].infer(random_views[:n])
+    assert out.shape == (n, OUTPUTS)
+    assert out.dtype == np.float32
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_backend_name_matches_table(inferencers, backend):
+    assert inferencers[backend].BACKEND_NAME == backend
+
+
+@pytest.mark.parametrize("views", ["random_views", "real_views"])
+def test_backends_agree(inferencers, request, views):
+    x = request.getfixturevalue(views)
+    ov = inferencers["openvino"].infer(x)
+    pt = inferencers["pytorch"].infer(x)
+    score_diff = np.abs(ov[:, 0] - pt[:, 0])
+    logit_diff = np.abs(ov[:, 1:] - pt[:, 1:])
+    assert score_diff.max() <= SCORE_TOL, f"score differences {score_diff}"
+    assert logit_diff.max() <= LOGIT_TOL, f"logit differences {logit_diff.max(axis=0)}"
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_batch_size_independence(inferencers, random_views, backend):
+    inf = inferencers[backend]
+    together = inf.infer(random_views)
+    alone = np.concatenate([inf.infer(random_views[i:i + 1]) for i in range(len(random_views))])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_inference_is_repeatable(inferencers, real_views, backend):
+    inf = inferencers[backend]
+    np.testing.assert_array_equal(inf.infer(real_views), inf.infer(real_views))
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_real_views_are_told_apart(inferencers, real_views, backend):
+    """Sanity of the shipped weights: a clean frame outscores its blurred copy by a wide margin."""
+    out = inferencers[backend].infer(real_views)
+    clean, blurred = out[0], out[2]
+    assert clean[0] - blurred[0] > 20
+    blur_logit = 1 + MODEL_DEFECTS.index("blur")
+    assert blurred[blur_logit] > 0 > clean[blur_logit]
+
+
+# --- the model manifest guards the files ----------------------------------------------------
+
+def copy_models(tmp_path: Path) -> Path:
+    dst = tmp_path / "models"
+    shutil.copytree(default_model_dir(), dst)
+    return dst
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+# which manifest key each backend opens
+WEIGHTS_KEY = {"openvino": "openvino_bin", "pytorch": "pytorch"}
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_untouched_copy_loads(tmp_path, backend):
+    spec = load_model_spec(copy_models(tmp_path))
+    with open_inferencer(spec, backend=backend) as inf:
+        assert inf.infer(np.zeros((1, VIEW, VIEW, 3), np.uint8)).shape == (1, OUTPUTS)
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_one_flipped_byte_is_corrupt(tmp_path, backend, where):
+    models = copy_models(tmp_path)
+    spec = load_model_spec(models)
+    path = models / spec.files[WEIGHTS_KEY[backend]]
+    size = path.stat().st_size
+    flip_byte(path, {"start": 0, "middle": size // 2, "end": size - 1}[where])
+    with pytest.raises(ModelError) as err:
+        open_inferencer(spec, backend=backend)
+    assert err.value.code == "E_MODEL_CORRUPT"
+    assert path.name in err.value.message
+
+
+def test_flipped_openvino_xml_is_corrupt(tmp_path):
+    models = copy_models(tmp_path)
+    spec = load_model_spec(models)
+    flip_byte(models / spec.files["openvino_xml"], 100)
+    with pytest.raises(ModelError) as err:
+        open_inferencer(spec, backend="openvino")
+    assert err.value.code == "E_MODEL_CORRUPT"
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_missing_weights_file(tmp_path, backend):
+    models = copy_models(tmp_path)
+    spec = load_model_spec(models)
+    (models / spec.files[WEIGHTS_KEY[backend]]).unlink()
+    with pytest.raises(ModelError) as err:
+        open_inferencer(spec, backend=backend)
+    assert err.value.code == "E_MODEL_MISSING"
+
+
+def test_missing_manifest(tmp_path):
+    models = copy_models(tmp_path)
+    (models / MANIFEST).unlink()
+    with pytest.raises(ModelError) as err:
+        load_model_spec(models)
+    assert err.value.code == "E_MODEL_MISSING"
+    assert MANIFEST in err.value.message
+
+
+def test_scorer_without_manifest_raises(tmp_path):
+    from vqa import Scorer
+
+    with pytest.raises(ModelError) as err:
+        Scorer(model_dir=tmp_path)
+    assert err.value.code == "E_MODEL_MISSING"
+
+
+def test_unreadable_manifest_is_corrupt(tmp_path):
+    models = copy_models(tmp_path)
+    (models / MANIFEST).write_text("{ not json")
+    with pytest.raises(ModelError) as err:
+        load_model_spec(models)
+    assert err.value.code == "E_MODEL_CORRUPT"
+
+
+def test_manifest_sha_mismatch_is_corrupt(tmp_path):
+    """A manifest that names a different digest rejects the (intact) weights."""
+    models = copy_models(tmp_path)
+    data = json.loads((models / MANIFEST).read_text())
+    data["sha256"]["pytorch"] = "0" * 64
+    (models / MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(ModelError) as err:
+        open_inferencer(load_model_spec(models), backend="pytorch")
+    assert err.value.code == "E_MODEL_CORRUPT"
+
+
+def test_unknown_backend(spec):
+    with pytest.raises(UsageError) as err:
+        open_inferencer(spec, backend="nope")
+    assert "openvino" in err.value.message and "pytorch" in err.value.message
+
+
+def test_scorer_unknown_backend():
+    from vqa import Scorer
+
+    with pytest.raises(UsageError):
+        Scorer(backend="nope")
+
+
+def test_openvino_path_never_imports_torch():
+    code = ("import sys, numpy as np, vqa\n"
+            "with vqa.Scorer(backend='openvino') as s:\n"
+            "    s.inferencer.infer(np.zeros((1, 224, 224, 3), np.uint8))\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
