@@ -11,6 +11,7 @@
    with and without a frozen stretch or a black stretch, scored end to end -> F1.
 4. Monotonicity: for validation stills, each distortion at rising strength -> does the score
    fall at every step?
+5. INT8 against FP32 (OpenVINO) on the clips of part 2.
 """
 from __future__ import annotations
 
@@ -96,10 +97,12 @@ def main() -> None:
 
     by_file = {c["file"]: (c, p) for c, p in zip(preds, pooled_all)}
     files = sorted((a.data / "val").glob("val_*"))
-    rows = []
-    with vqa.Scorer(backend="openvino", frames="all") as scorer:
+    rows, int8 = [], []
+    with vqa.Scorer(backend="openvino", frames="all") as scorer, \
+            vqa.Scorer(backend="openvino", frames="all", precision="int8") as scorer8:
         for f in files:
             r = scorer.score(f)
+            int8.append(scorer8.score(f).score)
             c, p = by_file[f.name]
             kinds_found = {d.type for d in r.defects}
             rows.append((r.score, c["vmaf"], c["kind"], [d in kinds_found for d in MODEL_DEFECTS],
@@ -107,6 +110,15 @@ def main() -> None:
         part2 = metrics(*zip(*[row[:5] for row in rows]))
         part2["max_abs_gap_to_training_time_prediction"] = float(max(row[5] for row in rows))
         report["2_end_to_end_subset"] = part2
+        fp32 = np.array([row[0] for row in rows])
+        tech = np.array([row[2] in TECHNICAL_KINDS for row in rows])
+        vmaf = np.array([row[1] for row in rows])
+        report["5_int8_vs_fp32"] = {
+            "clips": len(rows), "mean_abs_score_diff": float(np.abs(np.array(int8) - fp32).mean()),
+            "max_abs_score_diff": float(np.abs(np.array(int8) - fp32).max()),
+            "srcc_technical_fp32": srcc(fp32[tech], vmaf[tech]),
+            "srcc_technical_int8": srcc(np.array(int8)[tech], vmaf[tech])}
+        print(json.dumps(report["5_int8_vs_fp32"], indent=1), flush=True)
         print(json.dumps(part2, indent=1), flush=True)
 
         _, val_stills = split_content(a.content)

@@ -145,10 +145,13 @@ def _vmaf(ref: np.ndarray, dist: np.ndarray) -> np.ndarray:
         return _VMAF(r, d).flatten().float().cpu().numpy()
 
 
-def make_clip(job: tuple[dict, bool]) -> dict:
-    spec, is_val = job
-    rng = np.random.default_rng(spec["seed"])
-    images = [cv2.cvtColor(cv2.imread(str(_CONTENT[i % len(_CONTENT)])), cv2.COLOR_BGR2RGB)
+def distorted_clip(spec: dict, content: list[Path], rng: np.random.Generator
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
+    """(reference, encoder input, decoded output, encoded bytes) of the clip ``spec`` defines.
+
+    ``rng`` must be ``default_rng(spec["seed"])``; the caller keeps drawing from it afterwards.
+    """
+    images = [cv2.cvtColor(cv2.imread(str(content[i % len(content)])), cv2.COLOR_BGR2RGB)
               for i in spec["content"]]
     clean = synth.render(images, spec["width"], spec["height"], FRAMES, rng)
     x = clean
@@ -165,7 +168,13 @@ def make_clip(job: tuple[dict, bool]) -> dict:
     if "scale" in spec:
         x = synth.rescale(x, *spec["scale"])
     data = synth.encode(x, spec["codec"], spec["quality"], spec["fps"])
-    dist = synth.decode(data)[:FRAMES]
+    return ref, x, synth.decode(data)[:FRAMES], data
+
+
+def make_clip(job: tuple[dict, bool]) -> dict:
+    spec, is_val = job
+    rng = np.random.default_rng(spec["seed"])
+    ref, x, dist, data = distorted_clip(spec, _CONTENT, rng)
     vmaf = _vmaf(ref, dist)
     vmaf_codec = _vmaf(x, dist)
     labels = defect_labels(spec, x, float(vmaf_codec.mean()))

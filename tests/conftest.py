@@ -25,7 +25,7 @@ SCENE_FRAMES = 75  # 3 s; most clips use the first 50 (2 s)
 
 
 def dead_leaves_frames(T: int, H: int, W: int, *, seed: int = 0, motion_px: int = 2,
-                       leaves: int = 3000) -> np.ndarray:
+                       leaves: int = 3000, grey: tuple[float, float] = (40, 200)) -> np.ndarray:
     """Deterministic (T,H,W,3) uint8 frames of a dead-leaves scene panned right-to-left.
 
     Drawn at twice the size with anti-aliased edges, then shrunk with area averaging, so the
@@ -39,8 +39,8 @@ def dead_leaves_frames(T: int, H: int, W: int, *, seed: int = 0, motion_px: int 
     for _ in range(leaves):
         # radius density ~ r^-3 (scale invariant), drawn by inverting its CDF
         r = int(1 / np.sqrt(rng.random() * (1 / r_min**2 - 1 / r_max**2) + 1 / r_max**2))
-        grey = rng.uniform(40, 200)
-        colour = tuple(int(v) for v in np.clip(grey + rng.normal(0, 25, 3), 0, 255))
+        level = rng.uniform(*grey)
+        colour = tuple(int(v) for v in np.clip(level + rng.normal(0, 25, 3), 0, 255))
         x, y = int(rng.integers(0, wide * s)), int(rng.integers(0, H * s))
         kind = rng.random()
         if kind < 0.5:

@@ -196,8 +196,11 @@ def planned_frames(info: VideoInfo, frames) -> tuple[SamplePlan, list[FrameResul
     return plan, out
 
 
-@pytest.mark.parametrize("duration_s, frames", [(10.0, "default"), (3.0, 12), (3.0, 7), (2.0, "all"),
-                                                (7.3, 5)])
+@pytest.mark.parametrize("duration_s, frames", [
+    (10.0, "default"), (3.0, 12), (3.0, 7), (2.0, "all"), (7.3, 5),
+    # Asking for nearly every frame: 13 runs of up to 4 frames (0.16 s) in spans of 0.154 s.
+    (2.0, 49),
+])
 def test_spans_tile_the_timeline(duration_s, frames):
     info = VideoInfo(width=64, height=48, fps=FPS, duration_s=duration_s,
                      frame_count=round(duration_s * FPS), codec="h264")

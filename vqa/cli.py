@@ -192,6 +192,10 @@ def score(paths, fmt, output, frames, backend, decoder, batch_size, model_dir, t
                 for record in score_inputs(scorer, inputs, config):
                     writer.write(record)
                     failed += not record.ok
+        except BrokenPipeError:
+            # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_SOME_FAILED if failed else EXIT_OK)
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if _debug():
                 raise

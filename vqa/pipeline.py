@@ -18,7 +18,7 @@ from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
 from .decode import open_video
 from .errors import InputError, UsageError, VQAError
-from .infer import BACKENDS, DEFAULT_BACKEND, open_inferencer
+from .infer import BACKENDS, DEFAULT_BACKEND, PRECISIONS, open_inferencer
 from .model import load_model_spec
 from .preprocess import fragments, frame_stats
 from .sample import FRAME_MODES, plan_frames
@@ -28,9 +28,11 @@ DEFAULT_BATCH_SIZE = 16
 MAX_BATCH_SIZE = 256
 
 
-def _check_options(backend, decoder, frames, batch_size, threads) -> None:
+def _check_options(backend, decoder, frames, batch_size, threads, precision) -> None:
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if decoder not in DECODERS:
         raise UsageError(f"unknown decoder {decoder!r}; choose one of {', '.join(DECODERS)}")
     if not (frames in FRAME_MODES or (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1)):
@@ -51,13 +53,15 @@ class Scorer:
 
     def __init__(self, *, backend: str = DEFAULT_BACKEND, decoder: str = DEFAULT_DECODER,
                  frames: int | str = "default", batch_size: int = DEFAULT_BATCH_SIZE,
-                 model_dir: str | os.PathLike | None = None, threads: int | None = None):
-        _check_options(backend, decoder, frames, batch_size, threads)
+                 model_dir: str | os.PathLike | None = None, threads: int | None = None,
+                 precision: str = "fp32"):
+        _check_options(backend, decoder, frames, batch_size, threads, precision)
         self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
         self.threads = threads or os.cpu_count() or 1
         self.spec = load_model_spec(model_dir)
-        self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads)
-        self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder}
+        self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision)
+        self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
+                       "precision": precision}
 
     def score(self, path: str | os.PathLike) -> VideoScore:
         record = VideoScore(path=os.fsdecode(path), status="error", model=self.spec.to_dict(),

@@ -11,27 +11,31 @@ from ..errors import BackendUnavailable, UsageError
 from ..model import ModelSpec
 from .base import Inferencer
 
-# name -> (module, class, pip package that provides it)
+# name -> (module, class, pip package that provides it, precisions it runs)
 BACKENDS = {
-    "openvino": ("vqa.infer.openvino", "OpenVINOInferencer", "openvino"),
-    "pytorch": ("vqa.infer.pytorch", "PyTorchInferencer", "torch"),
+    "openvino": ("vqa.infer.openvino", "OpenVINOInferencer", "openvino", ("fp32", "int8")),
+    "pytorch": ("vqa.infer.pytorch", "PyTorchInferencer", "torch", ("fp32",)),
 }
 DEFAULT_BACKEND = "openvino"
+PRECISIONS = ("fp32", "int8")
 
 
 def available_backends() -> list[str]:
-    return [name for name, (_, _, pkg) in BACKENDS.items() if importlib.util.find_spec(pkg) is not None]
+    return [name for name, (_, _, pkg, _) in BACKENDS.items() if importlib.util.find_spec(pkg) is not None]
 
 
-def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads: int | None = None) -> Inferencer:
+def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads: int | None = None,
+                    precision: str = "fp32") -> Inferencer:
     if backend not in BACKENDS:
         raise UsageError(f"unknown inference backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    module, cls, package = BACKENDS[backend]
+    module, cls, package, precisions = BACKENDS[backend]
+    if precision not in precisions:
+        raise UsageError(f"backend {backend!r} runs precision {', '.join(precisions)}, not {precision!r}")
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
         raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: pip install {package} ({e})") from None
-    return getattr(mod, cls)(spec, threads=threads)
+    return getattr(mod, cls)(spec, threads=threads, precision=precision)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Inferencer", "available_backends", "open_inferencer"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "PRECISIONS", "Inferencer", "available_backends", "open_inferencer"]

@@ -11,10 +11,12 @@ from ..model import ModelSpec
 
 class Inferencer(ABC):
     BACKEND_NAME: ClassVar[str]
+    PRECISIONS: ClassVar[dict[str, str]]  # precision -> manifest file key (prefix)
 
-    def __init__(self, spec: ModelSpec, *, threads: int | None = None):
+    def __init__(self, spec: ModelSpec, *, threads: int | None = None, precision: str = "fp32"):
         self.spec = spec
         self.threads = threads
+        self.precision = precision
 
     @abstractmethod
     def infer(self, views: np.ndarray) -> np.ndarray:

@@ -10,9 +10,12 @@ from .base import Inferencer
 class OpenVINOInferencer(Inferencer):
     BACKEND_NAME = "openvino"
 
-    def __init__(self, spec, *, threads=None):
-        super().__init__(spec, threads=threads)
-        xml, _ = spec.path("openvino_xml"), spec.path("openvino_bin")
+    PRECISIONS = {"fp32": "openvino", "int8": "openvino_int8"}  # -> manifest file key prefix
+
+    def __init__(self, spec, *, threads=None, precision="fp32"):
+        super().__init__(spec, threads=threads, precision=precision)
+        key = self.PRECISIONS[precision]
+        xml, _ = spec.path(f"{key}_xml"), spec.path(f"{key}_bin")
         config = {
             "PERFORMANCE_HINT": "LATENCY",
             # f32 everywhere: on CPUs with AMX or AVX512-BF16 OpenVINO would otherwise pick bf16,

@@ -11,8 +11,10 @@ from .network import QualityNet
 class PyTorchInferencer(Inferencer):
     BACKEND_NAME = "pytorch"
 
-    def __init__(self, spec, *, threads=None):
-        super().__init__(spec, threads=threads)
+    PRECISIONS = {"fp32": "pytorch"}
+
+    def __init__(self, spec, *, threads=None, precision="fp32"):
+        super().__init__(spec, threads=threads, precision=precision)
         if threads:
             torch.set_num_threads(int(threads))
         state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
