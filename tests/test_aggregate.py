@@ -26,6 +26,8 @@ def stats(*, luma: float = 120.0, p98: float = 200.0, thumb_seed: int | None = N
 
 
 BLACK = dict(luma=0.5, p98=2.0, thumb=np.zeros((THUMB[1], THUMB[0]), np.uint8))
+# Luminance that lets each exposure head speak (vqa.aggregate gates them on frame statistics).
+EXPOSURE = {"dark": dict(luma=40.0, p98=120.0), "overexposed": dict(luma=200.0, p98=255.0)}
 
 
 def outputs(score: float = 70.0, **logits: float) -> np.ndarray:
@@ -126,7 +128,7 @@ def test_single_flagged_frame_is_not_a_segment(kind):
 def test_two_flagged_frames_make_one_segment(kind):
     assert MIN_SEGMENT_FRAMES == 2
     rows = [outputs(), outputs(**{kind: LOUD}), outputs(**{kind: LOUD}), outputs(), outputs()]
-    frames = frames_in_one_run(rows)
+    frames = frames_in_one_run(rows, [stats(thumb_seed=i, **EXPOSURE.get(kind, {})) for i in range(5)])
     _, _, defects = aggregate(frames, one_run_plan(5, 1.0), 1.0)
     assert [d.type for d in defects] == [kind]
     d = defects[0]
@@ -175,7 +177,8 @@ def test_one_frame_video_reports_its_defect():
 def test_defects_sorted_by_start_then_type():
     n = 8
     rows = [outputs(noise=LOUD, blur=LOUD) if i >= 4 else outputs(overexposed=LOUD) for i in range(n)]
-    _, _, defects = aggregate(frames_in_one_run(rows), one_run_plan(n, 1.0), 1.0)
+    bright = [stats(thumb_seed=i, **EXPOSURE["overexposed"]) for i in range(n)]
+    _, _, defects = aggregate(frames_in_one_run(rows, bright), one_run_plan(n, 1.0), 1.0)
     keys = [(d.start_s, d.type) for d in defects]
     assert keys == sorted(keys)
     assert [d.type for d in defects] == ["overexposed", "blur", "noise"]
@@ -185,14 +188,18 @@ def test_defects_sorted_by_start_then_type():
 # --- spans: the timeline each sampled frame stands for ------------------------------------
 
 def planned_frames(info: VideoInfo, frames) -> tuple[SamplePlan, list[FrameResult]]:
-    """The frames a decoder would return for a plan on a constant frame rate video."""
+    """The frames a decoder would return for a plan on a constant frame rate video: each run
+    takes its count from its start, stopping at its span's end (the last run runs on)."""
     plan = plan_frames(info, frames)
     out = []
     for k, run in enumerate(plan.runs):
         first = int(np.ceil(run.start_s * info.fps - 1e-9))
         count = run.count or info.frame_count
         for j in range(count):
-            out.append(FrameResult(k, (first + j) / info.fps, outputs(), stats(thumb_seed=len(out))))
+            pts = (first + j) / info.fps
+            if k < len(plan.runs) - 1 and pts >= run.span_end_s:
+                break
+            out.append(FrameResult(k, pts, outputs(), stats(thumb_seed=len(out))))
     return plan, out
 
 
@@ -314,3 +321,15 @@ def test_frozen_stretch_then_black():
     frames, defects = frozen_of("aaaakkkk")
     assert [(d.type, d.start_s, d.end_s) for d in defects] == [
         ("frozen", 0.0, frames[4].pts_s), ("black", frames[4].pts_s, 8 / FPS)]
+
+
+@pytest.mark.parametrize("kind, luma, p98, reported", [
+    ("dark", 40.0, 120.0, True), ("dark", 120.0, 200.0, False),
+    ("overexposed", 120.0, 250.0, True), ("overexposed", 190.0, 230.0, True),
+    ("overexposed", 120.0, 200.0, False),
+])
+def test_exposure_heads_are_gated_by_frame_luminance(kind, luma, p98, reported):
+    rows = [outputs(**{kind: LOUD})] * 4
+    frames = frames_in_one_run(rows, [stats(luma=luma, p98=p98, thumb_seed=i) for i in range(4)])
+    _, _, defects = aggregate(frames, one_run_plan(4, 1.0), 1.0)
+    assert (kind in {d.type for d in defects}) == reported

@@ -155,7 +155,8 @@ def test_all_ok_exit_0_and_options_passed(fake, tmp_path):
     assert [r["path"] for r in jsonl(result.stdout)] == [str(clip)]  # jsonl when not a TTY
     (scorer,) = fake.instances
     assert scorer.options == {"backend": "pytorch", "decoder": "opencv", "frames": 24,
-                              "batch_size": 8, "model_dir": str(tmp_path), "threads": None}
+                              "batch_size": 8, "model_dir": str(tmp_path), "threads": None,
+                              "precision": "fp32"}
     assert scorer.closed
 
 

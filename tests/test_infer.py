@@ -225,3 +225,8 @@ def test_openvino_path_never_imports_torch():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_precision_the_backend_cannot_run_is_a_usage_error(spec):
+    with pytest.raises(UsageError):
+        open_inferencer(spec, backend="pytorch", precision="int8")

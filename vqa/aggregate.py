@@ -32,6 +32,14 @@ BLACK_LUMA_P98 = 20.0  # and almost nothing brighter: an underexposed or night s
 # dark pan measures over 0.1 on the same thumbnails.
 FREEZE_MAD = 0.05
 MIN_FROZEN_FRAMES = 3  # 3 identical frames in a row; pairs come from frame-rate conversion
+# The exposure heads speak only where the frame's own luminance allows it: a frame is called
+# dark only with a mean luma at most DARK_LUMA_MEAN, overexposed only with clipped highlights
+# (98th percentile at least OVER_LUMA_P98) or a mean of at least OVER_LUMA_MEAN. Every
+# training positive met these bounds by construction (see scripts/make_dataset.py); they
+# stop the heads firing on well-exposed content unlike anything in training.
+DARK_LUMA_MEAN = 70.0
+OVER_LUMA_P98 = 240.0
+OVER_LUMA_MEAN = 170.0
 
 
 @dataclass
@@ -108,12 +116,15 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
     scores = np.clip(outputs[:, 0], 0, 100)
     score = float(scores[~black].mean()) if (~black).any() else 0.0
     probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
+    mean = np.array([f.stats.luma_mean for f in frames])
+    p98 = np.array([f.stats.luma_p98 for f in frames])
+    allowed = {"dark": mean <= DARK_LUMA_MEAN, "overexposed": (p98 >= OVER_LUMA_P98) | (mean >= OVER_LUMA_MEAN)}
     spans = _spans(frames, plan, duration_s)
     min_frames = min(MIN_SEGMENT_FRAMES, len(frames))
     defects: list[Defect] = []
     for k, kind in enumerate(MODEL_DEFECTS):
         # On black frames the picture-defect heads have nothing to judge; black says it all.
-        flags = (probs[:, k] >= DEFECT_PROBABILITY) & ~black
+        flags = (probs[:, k] >= DEFECT_PROBABILITY) & ~black & allowed.get(kind, True)
         defects += _segments(flags, probs[:, k], spans, kind, min_frames)
     frozen = frozen_flags(frames, black)
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))

@@ -146,6 +146,9 @@ def cli():
                    "(every frame, slow), or N frames spread over the video.")
 @click.option("--backend", type=click.Choice(["openvino", "pytorch"]), default="openvino",
               show_default=True, help="Inference backend. pytorch needs the [torch] extra.")
+@click.option("--precision", type=click.Choice(["fp32", "int8"]), default="fp32", show_default=True,
+              help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
+                   "scores within about a point of fp32 (see models/README.md).")
 @click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
               show_default=True, help="Video decoder.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
@@ -154,7 +157,7 @@ def cli():
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for inference (default: the backend decides).")
-def score(paths, fmt, output, frames, backend, decoder, batch_size, model_dir, threads):
+def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, model_dir, threads):
     """Score each video in PATHS (files, or folders searched recursively).
 
     Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
@@ -170,7 +173,7 @@ def score(paths, fmt, output, frames, backend, decoder, batch_size, model_dir, t
         sys.exit(EXIT_USAGE)
 
     try:
-        scorer = _make_scorer(backend=backend, decoder=decoder, frames=frames,
+        scorer = _make_scorer(backend=backend, precision=precision, decoder=decoder, frames=frames,
                               batch_size=batch_size, model_dir=model_dir, threads=threads)
     except VQAError as e:
         if _debug():
@@ -178,7 +181,8 @@ def score(paths, fmt, output, frames, backend, decoder, batch_size, model_dir, t
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
 
-    config = {"sampling": frames, "backend": backend, "batch_size": batch_size}
+    config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
+              "precision": precision}
     failed = 0
     with ExitStack() as stack:
         stack.enter_context(scorer)

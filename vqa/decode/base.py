@@ -60,6 +60,8 @@ class VideoReader(ABC):
         self.frames_decoded = 0
         self.decode_errors = 0
         self._last_pts_s: float | None = None  # pts of the last grabbed frame; None = at the start
+        # A frame grabbed past the end of one run's span, kept for the next run.
+        self._pending_pts_s: float | None = None
         self._closed = False
         check_input_path(self.path)
         try:
@@ -100,25 +102,39 @@ class VideoReader(ABC):
         if self._closed:
             raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
         for k, run in enumerate(plan.runs):
-            yield from self._read_run(k, run)
+            # A run never reads past its span, so dense plans cannot take a frame twice; the
+            # last run is open-ended because declared durations are often short of the stream.
+            yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1)
 
-    def _read_run(self, k: int, run: Run) -> Iterator[Frame]:
+    def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
         start = run.start_s - PTS_TOLERANCE_S
-        last = self._last_pts_s
-        # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
-        if (last is not None and last >= start) or (
+        end = run.span_end_s - PTS_TOLERANCE_S if bounded else float("inf")
+        last, pending = self._last_pts_s, self._pending_pts_s
+        self._pending_pts_s = None
+        if pending is not None and pending >= start:
+            pass  # the frame in hand opens this run: no seek, no decode
+        elif (last is not None and last >= start) or (
                 self.SEEKS_AHEAD and start > (last or 0.0) + SEEK_AHEAD_S):
+            # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
             self._seek(run.start_s)
-            self._last_pts_s = None
+            self._last_pts_s = pending = None
+        else:
+            pending = None
         taken = 0
         while run.count == 0 or taken < run.count:
-            pts = self._grab()
-            if pts is None:
-                break
-            self.frames_decoded += 1
-            self._last_pts_s = pts
+            if pending is not None:
+                pts, pending = pending, None
+            else:
+                pts = self._grab()
+                if pts is None:
+                    break
+                self.frames_decoded += 1
+                self._last_pts_s = pts
             if pts < start:
                 continue
+            if pts >= end:
+                self._pending_pts_s = pts
+                break
             rgb = self._retrieve()
             if rgb is None:
                 self.decode_errors += 1
