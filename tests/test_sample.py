@@ -52,10 +52,12 @@ def test_runs_sit_mid_span():
     assert math.isclose(first.start_s, (1.25 - 4 / 25) / 2)
 
 
-def test_run_longer_than_span_starts_at_span_start():
-    # 2 runs of 4 frames at 1 fps over 6 s: each 3 s span is shorter than its 4 s run.
-    plan = plan_frames(info(6.0, 1.0, frame_count=100), 8)
-    assert [r.start_s for r in plan.runs] == [0.0, 3.0]
+def test_plan_too_dense_for_runs_takes_single_frames():
+    # 49 of 50 frames as runs of 4 would need 0.16 s runs in 0.154 s spans: they would overlap.
+    plan = plan_frames(info(2.0, 25.0, frame_count=50), 49)
+    assert len(plan.runs) == 49 and all(r.count == 1 for r in plan.runs)
+    for r in plan.runs:  # each run's one-frame window lies inside its span
+        assert r.span_start_s <= r.start_s and r.start_s + 1 / 25.0 <= r.span_end_s + 1e-9
 
 
 def test_deterministic_and_pure():

@@ -57,6 +57,9 @@ def plan_frames(info: VideoInfo, frames: int | str = "default", *,
     n_runs = math.ceil(requested / run_length)
     base, extra = divmod(requested, n_runs)
     span_len = duration / n_runs
+    if run_length > 1 and (base + (extra > 0)) / info.fps > span_len:
+        # Runs longer than their spans would overlap: so dense a plan is single frames.
+        return plan_frames(info, frames, run_length=1)
     runs = []
     for k in range(n_runs):
         count = base + (1 if k < extra else 0)
