@@ -8,12 +8,15 @@ raises: it comes back as a ``status="error"`` record with a stable code.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .aggregate import FrameResult, aggregate
+from .batch import BatchRing
 from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
 from .decode import open_video
@@ -21,11 +24,13 @@ from .errors import InputError, UsageError, VQAError
 from .infer import BACKENDS, DEFAULT_BACKEND, PRECISIONS, open_inferencer
 from .model import load_model_spec
 from .preprocess import fragments, frame_stats
-from .sample import FRAME_MODES, plan_frames
-from .types import VideoScore
+from .sample import FRAME_MODES, plan_frames, split_plan
+from .types import SamplePlan, VideoInfo, VideoScore
+from .workers import DecodeTask, ProbeTask, WorkerPool
 
 DEFAULT_BATCH_SIZE = 16
 MAX_BATCH_SIZE = 256
+POLL_S = 0.05  # how often the consumer looks for dead workers while no message comes
 
 
 def _check_options(backend, decoder, frames, batch_size, threads, precision) -> None:
@@ -54,18 +59,40 @@ class Scorer:
     def __init__(self, *, backend: str = DEFAULT_BACKEND, decoder: str = DEFAULT_DECODER,
                  frames: int | str = "default", batch_size: int = DEFAULT_BATCH_SIZE,
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", workers: int | None = None):
         _check_options(backend, decoder, frames, batch_size, threads, precision)
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+            raise UsageError(f"workers must be an integer >= 0 (0: decode in this process), got {workers!r}")
         self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
         self.threads = threads or os.cpu_count() or 1
+        self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self._pool: WorkerPool | None = None
+        self._ring: BatchRing | None = None
+        self._task_ids = iter(range(1 << 62))
         self.spec = load_model_spec(model_dir)
         self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision)
         self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
                        "precision": precision}
 
     def score(self, path: str | os.PathLike) -> VideoScore:
-        record = VideoScore(path=os.fsdecode(path), status="error", model=self.spec.to_dict(),
-                            config=dict(self.config))
+        return next(iter(self.score_many([path])))
+
+    def score_many(self, paths: Iterable[str | os.PathLike]) -> Iterator[VideoScore]:
+        """Records in input order, each as soon as it and all before it are done."""
+        paths = list(paths)
+        if self.workers == 0:
+            for path in paths:
+                yield self._score_here(path)
+        else:
+            yield from self._score_parallel(paths)
+
+    def _new_record(self, path) -> VideoScore:
+        return VideoScore(path=os.fsdecode(path), status="error", model=self.spec.to_dict(),
+                          config=dict(self.config))
+
+    def _score_here(self, path) -> VideoScore:
+        """Decode, infer and aggregate in this process: no workers, no shared memory."""
+        record = self._new_record(path)
         try:
             self._score_into(record, path)
             record.status = "ok"
@@ -75,9 +102,31 @@ class Scorer:
             record.error = {"code": "E_INTERNAL", "message": f"{type(e).__name__}: {e}"}
         return record
 
-    def score_many(self, paths: Iterable[str | os.PathLike]) -> Iterator[VideoScore]:
-        for path in paths:
-            yield self.score(path)
+    def _score_parallel(self, paths: list) -> Iterator[VideoScore]:
+        pool, ring = self._start_pool()
+        job = _Job(self, pool, ring, paths)
+        try:
+            yield from job.run()
+        finally:
+            if not job.finished:  # abandoned or interrupted: tasks still in flight, start afresh
+                self._stop_pool()
+
+    def _start_pool(self) -> tuple[WorkerPool, BatchRing]:
+        if self._pool is None:
+            ctx = mp.get_context("spawn")
+            self._ring = BatchRing(ctx, slots=2 * self.workers + 2, batch_size=self.batch_size)
+            self._pool = WorkerPool(ctx, self.workers, self._ring)
+        return self._pool, self._ring
+
+    def _stop_pool(self) -> None:
+        try:
+            if self._pool is not None:
+                self._pool.close()
+        finally:
+            self._pool = None
+            if self._ring is not None:
+                self._ring.close()
+                self._ring = None
 
     def _score_into(self, record: VideoScore, path) -> None:
         with open_video(path, backend=self.decoder, threads=self.threads) as reader:
@@ -109,13 +158,129 @@ class Scorer:
         views.clear()
 
     def close(self) -> None:
-        self.inferencer.close()
+        try:
+            self._stop_pool()
+        finally:
+            self.inferencer.close()
 
     def __enter__(self) -> Scorer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@dataclass
+class _Video:
+    record: VideoScore
+    info: VideoInfo | None = None
+    plan: SamplePlan | None = None  # the plan to aggregate with (split for parallel decoding)
+    planned: SamplePlan | None = None  # the plan as the user's options made it
+    pending: int = 0  # segments not yet done
+    frames: list[FrameResult] = field(default_factory=list)
+    decoded: int = 0
+    decode_errors: int = 0
+    finished: bool = False
+
+
+class _Job:
+    """One score_many call on the worker pool: probe, plan, split, infer, aggregate, in order."""
+
+    def __init__(self, scorer: Scorer, pool: WorkerPool, ring: BatchRing, paths: list):
+        self.s, self.pool, self.ring = scorer, pool, ring
+        self.paths = [os.fsdecode(p) for p in paths]
+        self.videos = [_Video(scorer._new_record(p)) for p in self.paths]
+        self.owner: dict[int, int] = {}  # task id -> video index
+        # Few videos: split each across the workers; many: one worker per video.
+        self.parts = scorer.workers if len(paths) < scorer.workers else 1
+        self.window = max(2, 2 * scorer.workers)  # videos in flight, bounding memory
+        self.finished = False
+
+    def run(self) -> Iterator[VideoScore]:
+        admitted = emitted = 0
+        while emitted < len(self.videos):
+            while admitted < len(self.videos) and admitted - emitted < self.window:
+                self._submit(admitted, ProbeTask(0, self.paths[admitted], self.s.decoder,
+                                                 want_keyframes=self.s.frames == "all" and self.parts > 1))
+                admitted += 1
+            msg = self.pool.get(POLL_S)
+            if msg is not None:
+                self._handle(msg)
+            while emitted < len(self.videos) and self.videos[emitted].finished:
+                yield self.videos[emitted].record
+                self.videos[emitted] = None  # release its frames
+                emitted += 1
+        self.finished = True
+
+    def _submit(self, idx: int, task) -> None:
+        task_id = next(self.s._task_ids)
+        self.owner[task_id] = idx
+        self.pool.submit(replace(task, task_id=task_id))
+
+    def _handle(self, msg) -> None:
+        kind, task_id = msg[0], msg[1]
+        idx = self.owner.get(task_id)
+        video = self.videos[idx] if idx is not None else None
+        if kind in ("batch", "unused"):
+            slot = msg[2]
+            try:
+                if kind == "batch" and video is not None and not video.finished:
+                    self._infer(video, self.ring.views(slot, len(msg[3])), msg[3])
+            finally:
+                self.ring.release(slot)
+        elif kind == "crash":
+            for slot in msg[3]:
+                self.ring.release(slot)
+            if video is not None:
+                self._fail(video, "E_WORKER_CRASH", f"the decode worker died (exit code {msg[2]})")
+        elif video is None or video.finished:
+            return
+        elif kind == "info":
+            self._plan(idx, video, msg[2], msg[3])
+        elif kind == "error":
+            self._fail(video, msg[2], msg[3])
+        elif kind == "done":
+            video.decoded += msg[2]
+            video.decode_errors += msg[3]
+            video.pending -= 1
+            if video.pending == 0:
+                self._finish(video)
+
+    def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float]) -> None:
+        video.info = video.record.video = info
+        video.planned = plan_frames(info, self.s.frames)
+        video.record.sampling = video.planned.to_dict()
+        video.plan, segments = split_plan(video.planned, self.parts, keyframes_s=keyframes)
+        video.pending = len(segments)
+        for k, (sub, offset) in enumerate(segments):
+            self._submit(idx, DecodeTask(0, self.paths[idx], self.s.decoder, sub, offset,
+                                         open_end=k == len(segments) - 1))
+
+    def _infer(self, video: _Video, views: np.ndarray, metas) -> None:
+        try:
+            out = self.s.inferencer.infer(views)
+        except Exception as e:  # an inference fault costs this video, not the job
+            self._fail(video, "E_INTERNAL", f"inference failed: {type(e).__name__}: {e}")
+            return
+        video.frames += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, out)]
+
+    def _fail(self, video: _Video, code: str, message: str) -> None:
+        video.record.error = {"code": code, "message": message}
+        video.frames = []
+        video.finished = True
+
+    def _finish(self, video: _Video) -> None:
+        record = video.record
+        frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
+        record.frames = {"sampled": len(frames), "decoded": video.decoded, "decode_errors": video.decode_errors}
+        if not frames:
+            self._fail(video, "E_DECODE", "no frame of the video could be decoded")
+            return
+        record.score, record.category, record.defects = aggregate(frames, video.plan, video.info.duration_s)
+        record.warnings = _warnings(record, video.planned, video.info, video.decode_errors)
+        record.status = "ok"
+        video.frames = []
+        video.finished = True
 
 
 def _warnings(record: VideoScore, plan, info, decode_errors: int) -> list[str]:

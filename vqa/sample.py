@@ -17,6 +17,7 @@ so run 0 starts at 0 + (1.25 - 0.16) / 2 = 0.545 s and run 1 at 1.795 s::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from vqa.errors import UsageError
 from vqa.types import Run, SamplePlan, VideoInfo
@@ -69,3 +70,32 @@ def plan_frames(info: VideoInfo, frames: int | str = "default", *,
         start = span_start + max(0.0, (span_len - count / info.fps) / 2)
         runs.append(Run(start_s=start, count=count, span_start_s=span_start, span_end_s=span_end))
     return SamplePlan(mode=mode, runs=tuple(runs), requested=requested)
+
+
+def split_plan(plan: SamplePlan, parts: int, *, keyframes_s: Sequence[float] = ()
+               ) -> tuple[SamplePlan, list[tuple[SamplePlan, int]]]:
+    """Cut a plan into at most ``parts`` segments that separate decoders can read in parallel.
+
+    Returns the plan the frames are aggregated with and the segments as (sub-plan, index of
+    its first run). A plan of runs is cut into contiguous groups of runs. A plan that reads
+    every frame (one open run) is cut at keyframes, the ones nearest to equal shares of the
+    timeline, so no decoder decodes frames it then throws away; without keyframes it stays
+    whole. The aggregated plan tiles the timeline exactly as the unsplit one does.
+    """
+    if parts <= 1 or not plan.runs:
+        return plan, [(plan, 0)]
+    if len(plan.runs) == 1 and plan.runs[0].count == 0:
+        whole = plan.runs[0]
+        end = whole.span_end_s
+        cuts = sorted({min(keyframes_s, key=lambda k: abs(k - end * i / parts)) for i in range(1, parts)}
+                      if keyframes_s else set())
+        edges = [whole.span_start_s, *(c for c in cuts if whole.span_start_s < c < end), end]
+        if len(edges) == 2:
+            return plan, [(plan, 0)]
+        runs = tuple(Run(start_s=a if i else whole.start_s, count=0, span_start_s=a, span_end_s=b)
+                     for i, (a, b) in enumerate(zip(edges, edges[1:])))
+        split = SamplePlan(mode=plan.mode, runs=runs, requested=plan.requested)
+        return split, [(SamplePlan(plan.mode, (r,), plan.requested), i) for i, r in enumerate(runs)]
+    n = min(parts, len(plan.runs))
+    bounds = [round(len(plan.runs) * i / n) for i in range(n + 1)]
+    return plan, [(SamplePlan(plan.mode, plan.runs[a:b], plan.requested), a) for a, b in zip(bounds, bounds[1:])]

@@ -97,14 +97,17 @@ class VideoReader(ABC):
     def info(self) -> VideoInfo:
         return self._info
 
-    def read(self, plan: SamplePlan) -> Iterator[Frame]:
-        """Yield the frames of each run in plan order, one at a time (memory is one frame)."""
+    def read(self, plan: SamplePlan, *, open_end: bool = True) -> Iterator[Frame]:
+        """Yield the frames of each run in plan order, one at a time (memory is one frame).
+
+        A run never reads past its span, so dense plans cannot take a frame twice. With
+        ``open_end`` the last run is the exception, because declared durations are often
+        short of the stream; a segment of a larger plan passes ``open_end=False``.
+        """
         if self._closed:
             raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
         for k, run in enumerate(plan.runs):
-            # A run never reads past its span, so dense plans cannot take a frame twice; the
-            # last run is open-ended because declared durations are often short of the stream.
-            yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1)
+            yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
 
     def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
         start = run.start_s - PTS_TOLERANCE_S
