@@ -111,6 +111,22 @@ class FramesType(click.ParamType):
         return n
 
 
+class BatchSizeType(click.ParamType):
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):
+        text = str(value).strip().lower()
+        if text == "auto":
+            return text
+        try:
+            n = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not 'auto' or a whole number", param, ctx)
+        if not 1 <= n <= 256:
+            self.fail(f"batch size must be in 1..256, got {n}", param, ctx)
+        return n
+
+
 def _print_version(ctx, _param, value):
     if not value or ctx.resilient_parsing:
         return
@@ -151,13 +167,20 @@ def cli():
                    "scores within about a point of fp32 (see models/README.md).")
 @click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
               show_default=True, help="Video decoder.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Frames per inference batch.")
+@click.option("--batch-size", type=BatchSizeType(), default="auto", show_default=True,
+              help="Frames per inference batch, or 'auto': 4 with --mode latency, 16 with "
+                   "--mode throughput (where frames per second stop growing on a 2-core machine).")
+@click.option("--mode", type=click.Choice(["latency", "throughput"]), default="throughput", show_default=True,
+              help="What to optimise: the time to each video's result (latency) or videos per "
+                   "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Decode worker processes (default: one per core; 0 decodes in this process).")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for inference (default: the backend decides).")
-def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, model_dir, threads):
+def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, mode, workers, model_dir,
+          threads):
     """Score each video in PATHS (files, or folders searched recursively).
 
     Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
@@ -174,6 +197,7 @@ def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, m
 
     try:
         scorer = _make_scorer(backend=backend, precision=precision, decoder=decoder, frames=frames,
+                              mode=mode, workers=workers,
                               batch_size=batch_size, model_dir=model_dir, threads=threads)
     except VQAError as e:
         if _debug():
@@ -181,8 +205,9 @@ def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, m
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
 
-    config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
-              "precision": precision}
+    config = dict(scorer.config) if isinstance(getattr(scorer, "config", None), dict) else {
+        "sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
+        "precision": precision, "mode": mode}
     failed = 0
     with ExitStack() as stack:
         stack.enter_context(scorer)

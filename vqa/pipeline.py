@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -21,19 +22,25 @@ from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
 from .decode import open_video
 from .errors import InputError, UsageError, VQAError
-from .infer import BACKENDS, DEFAULT_BACKEND, PRECISIONS, open_inferencer
+from .infer import BACKENDS, DEFAULT_BACKEND, MODES, PRECISIONS, open_inferencer
 from .model import load_model_spec
 from .preprocess import fragments, frame_stats
 from .sample import FRAME_MODES, plan_frames, split_plan
 from .types import SamplePlan, VideoInfo, VideoScore
 from .workers import DecodeTask, ProbeTask, WorkerPool
 
-DEFAULT_BATCH_SIZE = 16
+DEFAULT_BATCH_SIZE = "auto"
 MAX_BATCH_SIZE = 256
+# batch_size="auto": small batches return a video's first results sooner, large ones keep the
+# cores busier. Measured with `vqa bench` on the 2-core machine (README, Performance):
+# OpenVINO's frames per second stop growing past 16, while latency per batch keeps climbing.
+AUTO_BATCH_SIZE = {"latency": 4, "throughput": 16}
 POLL_S = 0.05  # how often the consumer looks for dead workers while no message comes
 
 
-def _check_options(backend, decoder, frames, batch_size, threads, precision) -> None:
+def _check_options(backend, decoder, frames, batch_size, threads, precision, mode) -> None:
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if precision not in PRECISIONS:
@@ -42,8 +49,9 @@ def _check_options(backend, decoder, frames, batch_size, threads, precision) -> 
         raise UsageError(f"unknown decoder {decoder!r}; choose one of {', '.join(DECODERS)}")
     if not (frames in FRAME_MODES or (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1)):
         raise UsageError(f"frames must be 'default', 'all' or an integer >= 1, got {frames!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise UsageError(f"batch_size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
+    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                 or not 1 <= batch_size <= MAX_BATCH_SIZE):
+        raise UsageError(f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
 
@@ -57,10 +65,12 @@ class Scorer:
     """
 
     def __init__(self, *, backend: str = DEFAULT_BACKEND, decoder: str = DEFAULT_DECODER,
-                 frames: int | str = "default", batch_size: int = DEFAULT_BATCH_SIZE,
+                 frames: int | str = "default", batch_size: int | str = DEFAULT_BATCH_SIZE,
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 precision: str = "fp32", workers: int | None = None):
-        _check_options(backend, decoder, frames, batch_size, threads, precision)
+                 precision: str = "fp32", workers: int | None = None, mode: str = "throughput"):
+        _check_options(backend, decoder, frames, batch_size, threads, precision, mode)
+        if batch_size == "auto":
+            batch_size = AUTO_BATCH_SIZE[mode]
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
             raise UsageError(f"workers must be an integer >= 0 (0: decode in this process), got {workers!r}")
         self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
@@ -70,9 +80,11 @@ class Scorer:
         self._ring: BatchRing | None = None
         self._task_ids = iter(range(1 << 62))
         self.spec = load_model_spec(model_dir)
-        self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision)
+        self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision,
+                                          mode=mode)
+        # workers is left out on purpose: results do not depend on it (tests hold them to that).
         self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
-                       "precision": precision}
+                       "precision": precision, "mode": mode}
 
     def score(self, path: str | os.PathLike) -> VideoScore:
         return next(iter(self.score_many([path])))
@@ -177,6 +189,7 @@ class _Video:
     plan: SamplePlan | None = None  # the plan to aggregate with (split for parallel decoding)
     planned: SamplePlan | None = None  # the plan as the user's options made it
     pending: int = 0  # segments not yet done
+    inflight: int = 0  # batches submitted for inference, not yet back
     frames: list[FrameResult] = field(default_factory=list)
     decoded: int = 0
     decode_errors: int = 0
@@ -194,6 +207,7 @@ class _Job:
         # Few videos: split each across the workers; many: one worker per video.
         self.parts = scorer.workers if len(paths) < scorer.workers else 1
         self.window = max(2, 2 * scorer.workers)  # videos in flight, bounding memory
+        self.completions: queue.SimpleQueue = queue.SimpleQueue()  # inference callbacks land here
         self.finished = False
 
     def run(self) -> Iterator[VideoScore]:
@@ -203,13 +217,16 @@ class _Job:
                 self._submit(admitted, ProbeTask(0, self.paths[admitted], self.s.decoder,
                                                  want_keyframes=self.s.frames == "all" and self.parts > 1))
                 admitted += 1
-            msg = self.pool.get(POLL_S)
+            msg = self.pool.get(POLL_S if self.completions.empty() else 0.001)
             if msg is not None:
                 self._handle(msg)
+            self._collect()
             while emitted < len(self.videos) and self.videos[emitted].finished:
                 yield self.videos[emitted].record
                 self.videos[emitted] = None  # release its frames
                 emitted += 1
+        self.s.inferencer.wait()
+        self._collect()
         self.finished = True
 
     def _submit(self, idx: int, task) -> None:
@@ -221,13 +238,10 @@ class _Job:
         kind, task_id = msg[0], msg[1]
         idx = self.owner.get(task_id)
         video = self.videos[idx] if idx is not None else None
-        if kind in ("batch", "unused"):
-            slot = msg[2]
-            try:
-                if kind == "batch" and video is not None and not video.finished:
-                    self._infer(video, self.ring.views(slot, len(msg[3])), msg[3])
-            finally:
-                self.ring.release(slot)
+        if kind == "batch" and video is not None and not video.finished:
+            self._infer(idx, video, msg[2], msg[3])
+        elif kind in ("batch", "unused"):
+            self.ring.release(msg[2])
         elif kind == "crash":
             for slot in msg[3]:
                 self.ring.release(slot)
@@ -243,7 +257,7 @@ class _Job:
             video.decoded += msg[2]
             video.decode_errors += msg[3]
             video.pending -= 1
-            if video.pending == 0:
+            if video.pending == 0 and video.inflight == 0:
                 self._finish(video)
 
     def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float]) -> None:
@@ -256,13 +270,31 @@ class _Job:
             self._submit(idx, DecodeTask(0, self.paths[idx], self.s.decoder, sub, offset,
                                          open_end=k == len(segments) - 1))
 
-    def _infer(self, video: _Video, views: np.ndarray, metas) -> None:
-        try:
-            out = self.s.inferencer.infer(views)
-        except Exception as e:  # an inference fault costs this video, not the job
-            self._fail(video, "E_INTERNAL", f"inference failed: {type(e).__name__}: {e}")
-            return
-        video.frames += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, out)]
+    def _infer(self, idx: int, video: _Video, slot: int, metas) -> None:
+        """Start inference straight from the ring slot; the slot is released when it is back."""
+        video.inflight += 1
+        self.s.inferencer.submit(self.ring.views(slot, len(metas)),
+                                 lambda out: self.completions.put((idx, slot, metas, out)))
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                idx, slot, metas, out = self.completions.get_nowait()
+            except queue.Empty:
+                return
+            self.ring.release(slot)
+            video = self.videos[idx]
+            if video is None:  # failed and already handed out
+                continue
+            video.inflight -= 1
+            if video.finished:
+                continue
+            if isinstance(out, BaseException):  # an inference fault costs this video, not the job
+                self._fail(video, "E_INTERNAL", f"inference failed: {type(out).__name__}: {out}")
+                continue
+            video.frames += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, out)]
+            if video.pending == 0 and video.inflight == 0:
+                self._finish(video)
 
     def _fail(self, video: _Video, code: str, message: str) -> None:
         video.record.error = {"code": code, "message": message}

@@ -5,11 +5,11 @@ path must never pay it.
 """
 from __future__ import annotations
 
-import importlib
+import importlib.util
 
 from ..errors import BackendUnavailable, UsageError
 from ..model import ModelSpec
-from .base import Inferencer
+from .base import MODES, Inferencer
 
 # name -> (module, class, pip package that provides it, precisions it runs)
 BACKENDS = {
@@ -25,7 +25,7 @@ def available_backends() -> list[str]:
 
 
 def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads: int | None = None,
-                    precision: str = "fp32") -> Inferencer:
+                    precision: str = "fp32", mode: str = "latency") -> Inferencer:
     if backend not in BACKENDS:
         raise UsageError(f"unknown inference backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module, cls, package, precisions = BACKENDS[backend]
@@ -35,7 +35,9 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
         mod = importlib.import_module(module)
     except ImportError as e:
         raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: pip install {package} ({e})") from None
-    return getattr(mod, cls)(spec, threads=threads, precision=precision)
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    return getattr(mod, cls)(spec, threads=threads, precision=precision, mode=mode)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "PRECISIONS", "Inferencer", "available_backends", "open_inferencer"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "MODES", "PRECISIONS", "Inferencer", "available_backends", "open_inferencer"]

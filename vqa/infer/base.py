@@ -2,25 +2,43 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 
 from ..model import ModelSpec
 
+MODES = ("latency", "throughput")
+
 
 class Inferencer(ABC):
     BACKEND_NAME: ClassVar[str]
     PRECISIONS: ClassVar[dict[str, str]]  # precision -> manifest file key (prefix)
 
-    def __init__(self, spec: ModelSpec, *, threads: int | None = None, precision: str = "fp32"):
+    def __init__(self, spec: ModelSpec, *, threads: int | None = None, precision: str = "fp32",
+                 mode: str = "latency"):
         self.spec = spec
         self.threads = threads
         self.precision = precision
+        self.mode = mode
 
     @abstractmethod
     def infer(self, views: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) uint8 RGB views -> (N, len(spec.outputs)) float32; score in column 0."""
+
+    def submit(self, views: np.ndarray, done: Callable[[np.ndarray | BaseException], None]) -> None:
+        """Start inference on ``views``; ``done`` gets the outputs (or the exception), perhaps from
+        another thread. ``views`` must stay untouched until then. Synchronous unless overridden."""
+        try:
+            out = self.infer(views)
+        except Exception as e:  # handed to the caller like an asynchronous failure would be
+            done(e)
+            return
+        done(out)
+
+    def wait(self) -> None:
+        """Block until every submitted batch has called back."""
 
     def close(self) -> None:
         pass

@@ -13,8 +13,8 @@ class PyTorchInferencer(Inferencer):
 
     PRECISIONS = {"fp32": "pytorch"}
 
-    def __init__(self, spec, *, threads=None, precision="fp32"):
-        super().__init__(spec, threads=threads, precision=precision)
+    def __init__(self, spec, *, threads=None, precision="fp32", mode="latency"):
+        super().__init__(spec, threads=threads, precision=precision, mode=mode)
         if threads:
             torch.set_num_threads(int(threads))
         state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
