@@ -156,7 +156,7 @@ def test_all_ok_exit_0_and_options_passed(fake, tmp_path):
     (scorer,) = fake.instances
     assert scorer.options == {"backend": "pytorch", "decoder": "opencv", "frames": 24,
                               "batch_size": 8, "model_dir": str(tmp_path), "threads": None,
-                              "precision": "fp32"}
+                              "precision": "fp32", "mode": "throughput", "workers": None}
     assert scorer.closed
 
 

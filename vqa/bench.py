@@ -1,0 +1,402 @@
+"""Benchmarks: how fast the model runs per batch size, and where the time of scoring goes.
+
+Two studies, each returning a plain JSON-able dict:
+
+* ``batch_study``: inference alone. For each backend/precision and batch size, warm up, then
+  time ``Inferencer.infer`` on real fragment views (cut from the clip's frames) for a fixed
+  window; median and p90 latency per call, and views per second.
+* ``pipeline_study``: one clip scored four ways, each measured once, one after the other:
+  ``naive`` (the original service: one process, cv2.VideoCapture reading sequentially,
+  fragments, PyTorch at batch 1), ``engine`` (``vqa.Scorer``: decode workers plus OpenVINO at
+  batch 16, model loaded before the clock starts, worker start-up on the clock), and two
+  floors: ``decode_floor`` (PyAV with FFmpeg frame threading on every core, frames to RGB,
+  nothing else) and ``infer_floor`` (OpenVINO fp32 on the same number of views, already in
+  memory, at the best batch size).
+
+``run_benchmark`` runs both on one clip and ``format_report`` renders the tables the CLI prints.
+
+    >>> from vqa.bench import run_benchmark, format_report      # doctest: +SKIP
+    >>> print(format_report(run_benchmark("clip.mp4")))         # doctest: +SKIP
+
+Single measurements on a shared machine are noisy: the load average is recorded before and
+after each study, and the numbers are for comparing side by side, not as absolutes.
+Torch is imported only when a pytorch backend is measured (the naive baseline uses it).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import BackendUnavailable, ModelError, UsageError
+from .infer import open_inferencer
+from .model import ModelSpec, load_model_spec
+from .preprocess import fragments
+from .sample import plan_frames
+
+DEFAULT_BACKENDS: tuple[tuple[str, str], ...] = (("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32"))
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+DEFAULT_SECONDS = 1.0  # timing window per (backend, precision, batch size) point
+WARMUP_CALLS = 2  # untimed calls first: one-off allocations, kernel selection, caches
+MIN_CALLS = 3  # timed calls per point even when one call outlasts the window
+VIEW_POOL = 32  # distinct real views cut from the clip; batches cycle through them
+ENGINE_BATCH_SIZE = 16
+NAIVE_BACKEND = ("pytorch", "fp32")
+STUDIES = ("batch", "pipeline")
+NOISE_NOTE = ("each number is one measurement on a shared machine (see load_avg): compare the "
+              "rows side by side, not across runs")
+
+
+def _load_avg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not on every platform
+        return None
+
+
+def _spec(spec: ModelSpec | str | os.PathLike | None) -> ModelSpec:
+    return spec if isinstance(spec, ModelSpec) else load_model_spec(spec)
+
+
+def clip_views(path: str | os.PathLike, count: int = VIEW_POOL) -> np.ndarray:
+    """(count, S, S, 3) uint8 fragment views of ``count`` frames spread over the clip (fewer if
+    the clip is shorter), decoded with the package's default reader."""
+    from .decode import open_video  # the decode stage, imported when a clip is read
+
+    with open_video(path) as reader:
+        views = [fragments(f.rgb) for f in reader.read(plan_frames(reader.info, count, run_length=1))]
+    if not views:
+        raise UsageError(f"no frame of {os.fspath(path)!r} could be decoded for benchmark views")
+    return np.stack(views)
+
+
+def _batches(views: np.ndarray, batch_size: int, total: int) -> list[np.ndarray]:
+    """``total`` views as contiguous batches of ``batch_size`` (the last may be short), taken
+    cyclically from ``views``: the arrays exist before any clock starts."""
+    index = np.arange(total) % len(views)
+    return [np.ascontiguousarray(views[index[i:i + batch_size]]) for i in range(0, total, batch_size)]
+
+
+def time_infer(inferencer, views: np.ndarray, batch_size: int, *, seconds: float = DEFAULT_SECONDS,
+               warmup: int = WARMUP_CALLS, min_calls: int = MIN_CALLS) -> dict:
+    """Warm up, then call ``inferencer.infer`` on one batch for ``seconds`` (at least ``min_calls``
+    times). Latencies are per call (one batch); views_per_s counts every view of every call."""
+    batch = _batches(views, batch_size, batch_size)[0]
+    for _ in range(warmup):
+        inferencer.infer(batch)
+    latencies = []
+    start = time.perf_counter()
+    while len(latencies) < min_calls or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        inferencer.infer(batch)
+        latencies.append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - start
+    ms = np.array(latencies) * 1000
+    return {"batch_size": batch_size, "calls": len(latencies),
+            "latency_ms_median": round(float(np.median(ms)), 3),
+            "latency_ms_p90": round(float(np.percentile(ms, 90)), 3),
+            "views_per_s": round(batch_size * len(latencies) / elapsed, 2)}
+
+
+def _open(spec: ModelSpec, backend: str, precision: str, threads: int | None):
+    """An inferencer, or the reason this backend/precision cannot run here (skipped, not failed)."""
+    try:
+        return open_inferencer(spec, backend=backend, precision=precision, threads=threads), None
+    except BackendUnavailable as e:
+        return None, e.message
+    except ModelError as e:
+        if e.code == "E_MODEL_MISSING":  # e.g. a manifest without the int8 model
+            return None, e.message
+        raise
+    except UsageError as e:  # a precision this backend does not run
+        return None, e.message
+
+
+def batch_study(spec: ModelSpec | str | os.PathLike | None = None, *, clip: str | os.PathLike | None = None,
+                views: np.ndarray | None = None,
+                backends: Sequence[tuple[str, str]] = DEFAULT_BACKENDS,
+                batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, seconds: float = DEFAULT_SECONDS,
+                threads: int | None = None) -> dict:
+    """Latency and throughput of ``infer`` per backend/precision and batch size.
+
+    ``spec`` is a ModelSpec or a model folder (None: the installed model). The views are
+    ``views`` or, given ``clip``, ``clip_views(clip)``. A backend whose package is missing,
+    or a precision the manifest lacks, is listed under ``skipped`` with the reason.
+
+    Returns ``{"study": "batch", "rows": [{"backend", "precision", "batch_size", "calls",
+    "latency_ms_median", "latency_ms_p90", "views_per_s"}...], "best": {"backend/precision":
+    {"batch_size", "views_per_s"}}, "skipped": [{"backend", "precision", "reason"}], ...}``.
+    """
+    if views is None and clip is None:
+        raise UsageError("batch_study needs real views: pass clip= (a video) or views= (N,S,S,3 uint8)")
+    if not batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batch_sizes):
+        raise UsageError(f"batch sizes must be integers >= 1, got {list(batch_sizes)!r}")
+    if not seconds > 0:
+        raise UsageError(f"seconds must be > 0, got {seconds!r}")
+    spec = _spec(spec)
+    load_start = _load_avg()
+    if views is None:
+        views = clip_views(clip)
+    rows, skipped, best = [], [], {}
+    for backend, precision in backends:
+        inferencer, reason = _open(spec, backend, precision, threads)
+        if inferencer is None:
+            skipped.append({"backend": backend, "precision": precision, "reason": reason})
+            continue
+        with inferencer:
+            for b in batch_sizes:
+                rows.append({"backend": backend, "precision": precision,
+                             **time_infer(inferencer, views, b, seconds=seconds)})
+        mine = [r for r in rows if (r["backend"], r["precision"]) == (backend, precision)]
+        top = max(mine, key=lambda r: r["views_per_s"])
+        best[f"{backend}/{precision}"] = {"batch_size": top["batch_size"], "views_per_s": top["views_per_s"]}
+    return {"study": "batch", "rows": rows, "best": best, "skipped": skipped,
+            "views": {"distinct": len(views), "size": int(views.shape[1]),
+                      "source": os.fspath(clip) if clip is not None else "given"},
+            "seconds_per_point": seconds, "warmup_calls": WARMUP_CALLS, "threads": threads,
+            "load_avg": {"start": load_start, "end": _load_avg()}, "note": NOISE_NOTE}
+
+
+# --- pipeline study ------------------------------------------------------------------------
+
+def _naive(path: str, plan, inferencer) -> tuple[float, int]:
+    """The original service: cv2.VideoCapture reads every frame in order, the plan's frames are
+    cut into fragments and inferred one at a time. Deliberately not vqa.decode: this is the
+    baseline being measured, as it was written."""
+    import cv2  # the baseline's own decoder
+
+    tol = 1e-6
+    runs, k, taken, done = plan.runs, 0, 0, 0
+    start = time.perf_counter()
+    cap = cv2.VideoCapture(path)
+    try:
+        while k < len(runs) and cap.grab():
+            t = cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0
+            while k < len(runs) - 1 and (t >= runs[k].span_end_s - tol or 0 < runs[k].count <= taken):
+                k, taken = k + 1, 0
+            run = runs[k]
+            if t < run.start_s - tol or 0 < run.count <= taken:
+                if k == len(runs) - 1 and 0 < run.count <= taken:
+                    break  # the plan is done
+                continue
+            ok, bgr = cap.retrieve()
+            if not ok:
+                continue
+            view = fragments(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+            inferencer.infer(view[None])
+            taken += 1
+            done += 1
+    finally:
+        cap.release()
+    return time.perf_counter() - start, done
+
+
+def _decode_floor(path: str, plan, threads: int) -> tuple[float, int]:
+    """PyAV with FFmpeg frame threading on ``threads`` cores (the pyav reader sets thread_type
+    AUTO when threads > 1): decode the plan's frames to RGB and nothing else."""
+    from .decode import open_video
+
+    start = time.perf_counter()
+    n = 0
+    with open_video(path, backend="pyav", threads=threads) as reader:
+        for _ in reader.read(plan):
+            n += 1
+    return time.perf_counter() - start, n
+
+
+def _infer_floor(inferencer, views: np.ndarray, total: int, batch_size: int) -> float:
+    batches = _batches(views, batch_size, total)
+    inferencer.infer(batches[0])  # warm-up, off the clock
+    start = time.perf_counter()
+    for batch in batches:
+        inferencer.infer(batch)
+    return time.perf_counter() - start
+
+
+def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[float, dict]:
+    from .pipeline import Scorer
+
+    with Scorer(backend="openvino", batch_size=ENGINE_BATCH_SIZE, frames=frames, workers=workers,
+                model_dir=spec.directory) as scorer:  # model loaded here, before the clock
+        start = time.perf_counter()
+        record = scorer.score(path)  # worker start-up is on the clock
+        seconds = time.perf_counter() - start
+        workers = scorer.workers
+    if not record.ok:
+        raise UsageError(f"the engine could not score {path!r}: {record.error}")
+    return seconds, {"workers": workers, "backend": "openvino", "precision": "fp32",
+                     "batch_size": ENGINE_BATCH_SIZE, "frames": frames,
+                     "frames_sampled": record.frames["sampled"], "score": record.score}
+
+
+def _count(detail: dict) -> int:
+    """Frames (or views) one measurement handled."""
+    return next(detail[k] for k in ("frames", "views", "frames_sampled") if k in detail)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else round(a / b, 3)
+
+
+def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike | None = None, *,
+                   frames: int | str = "all", infer_batch_size: int | None = None, naive: bool = True,
+                   default_variant: bool = True, workers: int | None = None,
+                   sweep_seconds: float = 0.3) -> dict:
+    """Seconds to score one clip: naive vs engine vs the decode-only and inference-only floors.
+
+    ``frames`` is the sampling ("all", "default" or N) every measurement uses. The inference
+    floor runs at ``infer_batch_size`` (None: the fastest of DEFAULT_BATCH_SIZES, found with a
+    ``sweep_seconds`` window each). ``naive=False`` skips the PyTorch baseline (and torch).
+    With ``frames="all"`` and ``default_variant``, the engine also scores the clip with the
+    default sampling, compared with the decode floor of all frames.
+
+    Returns ``{"study": "pipeline", "seconds": {"naive", "engine", "decode_floor", "infer_floor"},
+    "fps": {...}, "ratios": {"engine_speedup_over_naive", "engine_over_floor_sum"}, "detail":
+    {...}, "default_sampling": {"engine_s", "frames_sampled", "decode_floor_all_s",
+    "decode_floor_all_over_engine"}, ...}``; a skipped measurement is None with a reason.
+    """
+    path = os.fspath(path)
+    spec = _spec(spec)
+    from .decode import open_video
+
+    load_start = _load_avg()
+    with open_video(path) as reader:
+        info = reader.info
+    plan = plan_frames(info, frames)
+    cores = os.cpu_count() or 1
+    seconds, detail, skipped = {}, {}, {}
+
+    seconds["decode_floor"], n = _decode_floor(path, plan, cores)
+    detail["decode_floor"] = {"decoder": "pyav", "threads": cores, "thread_type": "AUTO", "frames": n}
+
+    views = clip_views(path, min(VIEW_POOL, max(n, 1)))
+    with open_inferencer(spec, backend="openvino", precision="fp32") as ov:
+        if infer_batch_size is None:
+            sweep = [time_infer(ov, views, b, seconds=sweep_seconds) for b in DEFAULT_BATCH_SIZES]
+            infer_batch_size = max(sweep, key=lambda r: r["views_per_s"])["batch_size"]
+        seconds["infer_floor"] = _infer_floor(ov, views, n, infer_batch_size)
+    detail["infer_floor"] = {"backend": "openvino", "precision": "fp32", "batch_size": infer_batch_size,
+                             "views": n, "distinct_views": len(views)}
+
+    seconds["naive"] = None
+    if naive:
+        torch_net, reason = _open(spec, *NAIVE_BACKEND, None)
+        if torch_net is None:
+            skipped["naive"] = reason
+        else:
+            with torch_net:
+                seconds["naive"], done = _naive(path, plan, torch_net)
+            detail["naive"] = {"decoder": "cv2.VideoCapture", "backend": NAIVE_BACKEND[0],
+                               "precision": NAIVE_BACKEND[1], "batch_size": 1, "frames": done}
+    else:
+        skipped["naive"] = "not asked for (the naive baseline needs the pytorch backend)"
+
+    seconds["engine"], detail["engine"] = _engine(path, spec, frames, workers)
+
+    out = {"study": "pipeline", "clip": {"path": path, **info.to_dict()}, "frames": frames,
+           "cores": cores, "seconds": {k: None if v is None else round(v, 3) for k, v in seconds.items()},
+           "fps": {k: None if v is None else round(_count(detail[k]) / v, 2) for k, v in seconds.items()},
+           "ratios": {"engine_speedup_over_naive": _ratio(seconds["naive"], seconds["engine"]),
+                      "engine_over_floor_sum": _ratio(seconds["engine"],
+                                                      seconds["decode_floor"] + seconds["infer_floor"])},
+           "detail": detail, "skipped": skipped}
+    if default_variant and frames == "all":
+        s, d = _engine(path, spec, "default", workers)
+        out["default_sampling"] = {"engine_s": round(s, 3), "frames_sampled": d["frames_sampled"],
+                                   "decode_floor_all_s": round(seconds["decode_floor"], 3),
+                                   "decode_floor_all_over_engine": _ratio(seconds["decode_floor"], s)}
+    out["load_avg"] = {"start": load_start, "end": _load_avg()}
+    out["note"] = NOISE_NOTE
+    return out
+
+
+# --- both studies, and the tables -----------------------------------------------------------
+
+def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = STUDIES,
+                  backends: Sequence[tuple[str, str]] = DEFAULT_BACKENDS,
+                  batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, seconds: float = DEFAULT_SECONDS,
+                  frames: int | str = "all", model_dir: str | os.PathLike | None = None) -> dict:
+    """Run the asked-for studies on one clip, in one process, one after the other.
+
+    The pipeline study's inference floor uses the best OpenVINO fp32 batch size of the batch
+    study when it ran; its naive baseline runs only when pytorch/fp32 is among ``backends``.
+    """
+    unknown = [s for s in studies if s not in STUDIES]
+    if unknown or not studies:
+        raise UsageError(f"unknown study {unknown or studies!r}; choose from {', '.join(STUDIES)}")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"no such video file: {path!r}")
+    spec = load_model_spec(model_dir)
+    import vqa
+
+    out = {"benchmark": "vqa", "version": vqa.__version__, "clip": path,
+           "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+                       "platform": platform.platform(), "load_avg_start": _load_avg()},
+           "note": NOISE_NOTE}
+    if "batch" in studies:
+        out["batch"] = batch_study(spec, clip=path, backends=backends, batch_sizes=batch_sizes, seconds=seconds)
+    if "pipeline" in studies:
+        best = out.get("batch", {}).get("best", {}).get("openvino/fp32", {}).get("batch_size")
+        out["pipeline"] = pipeline_study(path, spec, frames=frames, infer_batch_size=best,
+                                         naive=tuple(NAIVE_BACKEND) in {tuple(b) for b in backends})
+    out["machine"]["load_avg_end"] = _load_avg()
+    return out
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence], right: Sequence[bool]) -> list[str]:
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return ["  ".join(c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in cells]
+
+
+def format_report(result: dict) -> str:
+    """Readable, column-aligned tables of ``run_benchmark``'s result."""
+    m = result.get("machine", {})
+    lines = [f"vqa bench {result.get('clip', '')}",
+             f"cores {m.get('cpu_count')}, load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
+             f"note: {NOISE_NOTE}"]
+    if "batch" in result:
+        b = result["batch"]
+        lines += ["", f"Inference by batch size ({b['views']['distinct']} real views of "
+                      f"{b['views']['size']} px, {b['seconds_per_point']:g} s per point after "
+                      f"{b['warmup_calls']} warm-up calls)"]
+        lines += _table(["backend", "precision", "batch", "median ms", "p90 ms", "views/s", "calls"],
+                        [(r["backend"], r["precision"], r["batch_size"], f"{r['latency_ms_median']:.1f}",
+                          f"{r['latency_ms_p90']:.1f}", f"{r['views_per_s']:.1f}", r["calls"])
+                         for r in b["rows"]], [False, False, True, True, True, True, True])
+        lines += [f"best {k}: batch {v['batch_size']} at {v['views_per_s']:.1f} views/s"
+                  for k, v in b["best"].items()]
+        lines += [f"skipped {s['backend']}/{s['precision']}: {s['reason']}" for s in b["skipped"]]
+    if "pipeline" in result:
+        p = result["pipeline"]
+        c, d, s = p["clip"], p["detail"], p["seconds"]
+        lines += ["", f"Scoring the clip, frames={p['frames']} ({c['width']}x{c['height']} {c['codec']}, "
+                      f"{c['frame_count']} frames at {c['fps']:g} fps); each measured once"]
+        what = {
+            "naive": lambda x: "cv2.VideoCapture + fragments + pytorch batch 1, one process",
+            "engine": lambda x: f"vqa.Scorer, {x['workers']} workers, openvino batch {x['batch_size']}",
+            "decode_floor": lambda x: f"pyav, {x['threads']} FFmpeg threads, to RGB only",
+            "infer_floor": lambda x: f"openvino fp32 batch {x['batch_size']}, views in memory",
+        }
+        rows = []
+        for k in ("naive", "engine", "decode_floor", "infer_floor"):
+            if k in d:
+                rows.append((k, f"{s[k]:.2f}", f"{p['fps'][k]:.1f}", what[k](d[k])))
+            else:
+                rows.append((k, None, None, f"skipped: {p['skipped'].get(k, '')}"))
+        lines += _table(["measurement", "seconds", "frames/s", "how"], rows, [False, True, True, False])
+        r = p["ratios"]
+        lines.append(f"engine speed-up over naive: {r['engine_speedup_over_naive']}x;  "
+                     f"engine / (decode floor + inference floor): {r['engine_over_floor_sum']}")
+        if "default_sampling" in p:
+            ds = p["default_sampling"]
+            lines.append(f"default sampling: engine {ds['engine_s']:.2f} s for {ds['frames_sampled']} frames; "
+                         f"decoding all frames alone takes {ds['decode_floor_all_s']:.2f} s "
+                         f"({ds['decode_floor_all_over_engine']}x the engine's time)")
+        lines.append(f"load average {p['load_avg']['start']} -> {p['load_avg']['end']}")
+    return "\n".join(lines)
