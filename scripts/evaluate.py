@@ -12,6 +12,8 @@
 4. Monotonicity: for validation stills, each distortion at rising strength -> does the score
    fall at every step?
 5. INT8 against FP32 (OpenVINO) on the clips of part 2.
+6. Default sampling against every frame, on 10 s validation clips (``data/long/``, labels in
+   ``data/long_val.json``; make_dataset.py --all-validation --frames 240 --max-height 480).
 """
 from __future__ import annotations
 
@@ -86,6 +88,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("models/metrics.json"))
     ap.add_argument("--stills", type=int, default=12, help="validation stills for parts 3 and 4")
     a = ap.parse_args()
+    # Part 6 alone, for a quick look: --stills 0 skips parts 3 and 4.
     report = {}
 
     preds = json.loads((a.data / "val_predictions.json").read_text())["clips"]
@@ -160,6 +163,22 @@ def main() -> None:
         report["4_monotonic"] = {
             k: {"strengths": LADDERS[k], "monotonic_share": float(np.mean([all(np.diff(s) < 0) for s in v])),
                 "mean_scores": np.round(np.mean(v, axis=0), 1).tolist()} for k, v in mono.items()}
+    long_labels = a.data / "long_val.json"
+    if long_labels.exists():
+        clips = [c for c in json.loads(long_labels.read_text()) if (a.data / "long" / c["file"]).exists()]
+        scores = {}
+        for frames in ("default", "all"):
+            with vqa.Scorer(frames=frames) as scorer:
+                scores[frames] = np.array([scorer.score(a.data / "long" / c["file"]).score for c in clips])
+        vmaf = np.array([c["vmaf"] for c in clips])
+        tech = np.array([c["spec"]["kind"] in TECHNICAL_KINDS for c in clips])
+        report["6_default_vs_all_frames"] = {
+            "clips": len(clips), "technical_clips": int(tech.sum()),
+            **{f"srcc_{f}": srcc(scores[f], vmaf) for f in scores},
+            **{f"srcc_technical_{f}": srcc(scores[f][tech], vmaf[tech]) for f in scores},
+            "mean_abs_score_diff": float(np.abs(scores["default"] - scores["all"]).mean()),
+            "max_abs_score_diff": float(np.abs(scores["default"] - scores["all"]).max())}
+        print(json.dumps(report["6_default_vs_all_frames"], indent=1), flush=True)
     f1s = [report["1_validation_set"][f"f1_{d}"] for d in MODEL_DEFECTS] + \
           [report["3_frozen_black"][t] for t in ("frozen", "black")]
     report["macro_f1_eight_types"] = float(np.mean(f1s))

@@ -65,14 +65,15 @@ def _pick(rng, table):
     return names[rng.choice(len(names), p=np.array(weights) / sum(weights))]
 
 
-def draw_spec(rng: np.random.Generator, n_content: int, seed: int) -> dict:
+def draw_spec(rng: np.random.Generator, n_content: int, seed: int, *, frames: int = FRAMES,
+              max_height: int | None = None) -> dict:
     """Everything that defines one clip, drawn from ``rng``; the clip is a function of it."""
-    sizes = synth.RESOLUTIONS
+    sizes = [s for s in synth.RESOLUTIONS if max_height is None or s[1] <= max_height]
     w, h, _ = sizes[rng.choice(len(sizes), p=np.array([s[2] for s in sizes]) / sum(s[2] for s in sizes))]
     if rng.random() < 0.1:
         w, h = h, w
     kind = _pick(rng, KINDS)
-    spec = {"seed": seed, "kind": kind, "width": int(w), "height": int(h),
+    spec = {"seed": seed, "kind": kind, "width": int(w), "height": int(h), "frames": frames,
             "fps": int(rng.choice([24, 25, 30])),
             "content": [int(i) for i in rng.choice(n_content, size=4, replace=False)],
             "codec": _pick(rng, CODEC_MIX)}
@@ -153,7 +154,8 @@ def distorted_clip(spec: dict, content: list[Path], rng: np.random.Generator
     """
     images = [cv2.cvtColor(cv2.imread(str(content[i % len(content)])), cv2.COLOR_BGR2RGB)
               for i in spec["content"]]
-    clean = synth.render(images, spec["width"], spec["height"], FRAMES, rng)
+    frames = spec.get("frames", FRAMES)
+    clean = synth.render(images, spec["width"], spec["height"], frames, rng)
     x = clean
     if "blur_sigma" in spec:
         x = synth.gaussian_blur(x, spec["blur_sigma"])
@@ -168,7 +170,7 @@ def distorted_clip(spec: dict, content: list[Path], rng: np.random.Generator
     if "scale" in spec:
         x = synth.rescale(x, *spec["scale"])
     data = synth.encode(x, spec["codec"], spec["quality"], spec["fps"])
-    return ref, x, synth.decode(data)[:FRAMES], data
+    return ref, x, synth.decode(data)[:frames], data
 
 
 def make_clip(job: tuple[dict, bool]) -> dict:
@@ -192,9 +194,9 @@ def make_clip(job: tuple[dict, bool]) -> dict:
 
 
 def generate(content: list[Path], n: int, is_val: bool, seed: int, workers: int, device: str,
-             out: Path) -> None:
+             out: Path, **spec_options) -> None:
     rng = np.random.default_rng(seed)
-    jobs = [(draw_spec(rng, len(content), seed * 1_000_003 + i), is_val) for i in range(n)]
+    jobs = [(draw_spec(rng, len(content), seed * 1_000_003 + i, **spec_options), is_val) for i in range(n)]
     name = "val" if is_val else "train"
     views, fvmaf, owner, records = [], [], [], []
     clips_dir = out / f"{name}_clips"
@@ -233,14 +235,21 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--frames", type=int, default=FRAMES, help="frames per clip")
+    ap.add_argument("--max-height", type=int, default=None, help="leave out taller resolutions")
+    ap.add_argument("--all-validation", action="store_true",
+                    help="every still under --content is validation content (for extra validation sets)")
     a = ap.parse_args()
+    options = {"frames": a.frames, "max_height": a.max_height} if (a.frames, a.max_height) != (FRAMES, None) else {}
     a.out.mkdir(parents=True, exist_ok=True)
     train, val = split_content(a.content)
+    if a.all_validation:
+        train, val = [], sorted(p for p in a.content.rglob("*") if p.suffix.lower() in (".png", ".jpg", ".webp"))
     print(f"content: {len(train)} train images, {len(val)} validation images", flush=True)
     for content, n, is_val, seed in ((val, a.val, True, a.seed + 1), (train, a.train, False, a.seed)):
-        if (a.out / f"{'val' if is_val else 'train'}.npz").exists():
-            continue  # already made by an earlier, interrupted run with the same arguments
-        generate(content, n, is_val, seed, a.workers, a.device, a.out)
+        if n == 0 or (a.out / f"{'val' if is_val else 'train'}.npz").exists():
+            continue  # nothing asked, or made by an earlier, interrupted run with the same arguments
+        generate(content, n, is_val, seed, a.workers, a.device, a.out, **options)
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ class _Job:
         while emitted < len(self.videos):
             while admitted < len(self.videos) and admitted - emitted < self.window:
                 self._submit(admitted, ProbeTask(0, self.paths[admitted], self.s.decoder,
-                                                 want_keyframes=self.s.frames == "all" and self.parts > 1))
+                                                 want_keyframes=self.parts > 1))
                 admitted += 1
             msg = self.pool.get(POLL_S if self.completions.empty() else 0.001)
             if msg is not None:
@@ -260,15 +260,17 @@ class _Job:
             if video.pending == 0 and video.inflight == 0:
                 self._finish(video)
 
-    def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float]) -> None:
+    def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
         video.info = video.record.video = info
         video.planned = plan_frames(info, self.s.frames)
         video.record.sampling = video.planned.to_dict()
         video.plan, segments = split_plan(video.planned, self.parts, keyframes_s=keyframes)
         video.pending = len(segments)
+        # Cores the split could not use (too few keyframes) go to FFmpeg's own threads.
+        threads = max(1, self.parts // len(segments))
         for k, (sub, offset) in enumerate(segments):
             self._submit(idx, DecodeTask(0, self.paths[idx], self.s.decoder, sub, offset,
-                                         open_end=k == len(segments) - 1))
+                                         open_end=k == len(segments) - 1, threads=threads))
 
     def _infer(self, idx: int, video: _Video, slot: int, metas) -> None:
         """Start inference straight from the ring slot; the slot is released when it is back."""

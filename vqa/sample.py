@@ -72,30 +72,37 @@ def plan_frames(info: VideoInfo, frames: int | str = "default", *,
     return SamplePlan(mode=mode, runs=tuple(runs), requested=requested)
 
 
-def split_plan(plan: SamplePlan, parts: int, *, keyframes_s: Sequence[float] = ()
+def split_plan(plan: SamplePlan, parts: int, *, keyframes_s: Sequence[float] | None = None
                ) -> tuple[SamplePlan, list[tuple[SamplePlan, int]]]:
     """Cut a plan into at most ``parts`` segments that separate decoders can read in parallel.
 
     Returns the plan the frames are aggregated with and the segments as (sub-plan, index of
-    its first run). A plan of runs is cut into contiguous groups of runs. A plan that reads
-    every frame (one open run) is cut at keyframes, the ones nearest to equal shares of the
-    timeline, so no decoder decodes frames it then throws away; without keyframes it stays
-    whole. The aggregated plan tiles the timeline exactly as the unsplit one does.
+    its first run). A segment only pays when its decoder can seek close to where it starts,
+    so cuts go where a keyframe lies just before: ``keyframes_s`` lists the keyframes' times,
+    or is None when they are unknown (then any cut is allowed). A plan of runs is cut into
+    contiguous groups of runs; a plan that reads every frame (one open run) is cut at the
+    keyframes nearest to equal shares of the timeline. Either way the aggregated plan tiles
+    the timeline exactly as the unsplit one does.
     """
     if parts <= 1 or not plan.runs:
         return plan, [(plan, 0)]
     if len(plan.runs) == 1 and plan.runs[0].count == 0:
         whole = plan.runs[0]
-        end = whole.span_end_s
-        cuts = sorted({min(keyframes_s, key=lambda k: abs(k - end * i / parts)) for i in range(1, parts)}
-                      if keyframes_s else set())
-        edges = [whole.span_start_s, *(c for c in cuts if whole.span_start_s < c < end), end]
+        begin, end = whole.span_start_s, whole.span_end_s
+        targets = [begin + (end - begin) * i / parts for i in range(1, parts)]
+        cuts = targets if keyframes_s is None else [min(keyframes_s, key=lambda k: abs(k - t)) for t in targets
+                                                    ] if keyframes_s else []
+        edges = [begin, *sorted({c for c in cuts if begin < c < end}), end]
         if len(edges) == 2:
             return plan, [(plan, 0)]
         runs = tuple(Run(start_s=a if i else whole.start_s, count=0, span_start_s=a, span_end_s=b)
                      for i, (a, b) in enumerate(zip(edges, edges[1:])))
         split = SamplePlan(mode=plan.mode, runs=runs, requested=plan.requested)
         return split, [(SamplePlan(plan.mode, (r,), plan.requested), i) for i, r in enumerate(runs)]
-    n = min(parts, len(plan.runs))
-    bounds = [round(len(plan.runs) * i / n) for i in range(n + 1)]
+    # Run j may open a segment when a keyframe lies after run j-1 began and by run j's start.
+    allowed = [j for j in range(1, len(plan.runs)) if keyframes_s is None or any(
+        plan.runs[j - 1].start_s < k <= plan.runs[j].start_s + 1e-6 for k in keyframes_s)]
+    n = len(plan.runs)
+    cuts = sorted({min(allowed, key=lambda j: abs(j - n * i / parts)) for i in range(1, parts)} if allowed else set())
+    bounds = [0, *cuts, n]
     return plan, [(SamplePlan(plan.mode, plan.runs[a:b], plan.requested), a) for a, b in zip(bounds, bounds[1:])]

@@ -44,6 +44,7 @@ class DecodeTask:
     plan: SamplePlan  # the runs of this segment only
     run_offset: int  # index of the segment's first run in the video's plan
     open_end: bool  # the video's last segment: its last run may read to the end of the stream
+    threads: int = 1  # FFmpeg threads: more than 1 only when a video could not be split
 
 
 @dataclass(frozen=True)
@@ -53,21 +54,33 @@ class FrameMeta:
     stats: FrameStats
 
 
-def keyframe_times(path: str) -> list[float]:
-    """Presentation times of the keyframes, read from packets alone (no decoding)."""
+KEYFRAME_SCAN_PACKETS = 20_000  # about 13 min at 25 fps; longer videos are split blind
+
+
+def keyframe_times(path: str) -> list[float] | None:
+    """Presentation times of the keyframes, read from packets alone (no decoding); None when
+    the video is too long to scan cheaply or cannot be demuxed."""
     import av  # the decode stage owns av; this is part of it
 
-    with av.open(path) as container:
-        stream = container.streams.video[0]
-        start = stream.start_time or 0
-        return sorted(float((p.pts - start) * p.time_base) for p in container.demux(stream)
-                      if p.is_keyframe and p.pts is not None)
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            start = stream.start_time or 0
+            times = []
+            for n, p in enumerate(container.demux(stream)):
+                if n >= KEYFRAME_SCAN_PACKETS:
+                    return None
+                if p.is_keyframe and p.pts is not None:
+                    times.append(float((p.pts - start) * p.time_base))
+            return sorted(times)
+    except (av.error.FFmpegError, IndexError):
+        return None
 
 
 def _probe(task: ProbeTask, results) -> None:
     with open_video(task.path, backend=task.decoder, threads=1) as reader:
         info = reader.info
-    keyframes = keyframe_times(task.path) if task.want_keyframes else []
+    keyframes = keyframe_times(task.path) if task.want_keyframes else None
     results.put(("info", task.task_id, info, keyframes))
 
 
@@ -79,7 +92,7 @@ def _parent_alive(parent: int = os.getppid()) -> bool:
 def _decode(task: DecodeTask, results, ring: RingWriter) -> None:
     slot, metas = None, []
     try:
-        with open_video(task.path, backend=task.decoder, threads=1) as reader:
+        with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
             for frame in reader.read(task.plan, open_end=task.open_end):
                 if slot is None:
                     slot = ring.acquire(_parent_alive)  # blocks while every slot is in use: back-pressure
