@@ -76,14 +76,13 @@ def pattern(slot: int, count: int, shape: tuple[int, ...]) -> np.ndarray:
     return rng.integers(0, 256, (count, *shape), dtype=np.uint8)
 
 
-def fill_slots(spec, free, done, count: int) -> None:
-    """Worker side of the round trip: take every slot it can, write ``pattern`` into it."""
+def fill_slots(spec, done, count: int) -> None:
+    """Worker side of the round trip: write ``pattern`` into every slot, report each one."""
     from vqa.batch import RingWriter
 
-    writer = RingWriter(spec, free)
+    writer = RingWriter(spec)
     try:
-        for _ in range(spec.slots):
-            slot = writer.acquire(poll_s=0.1)
+        for slot in range(spec.slots):
             writer.slot(slot)[:count] = pattern(slot, count, spec.slot_shape[1:])
             done.put(slot)
     finally:

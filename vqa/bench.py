@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import BackendUnavailable, ModelError, UsageError
-from .infer import open_inferencer
+from .infer import BACKENDS, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
 from .sample import plan_frames
@@ -48,6 +48,20 @@ NAIVE_BACKEND = ("pytorch", "fp32")
 STUDIES = ("batch", "pipeline")
 NOISE_NOTE = ("each number is one measurement on a shared machine (see load_avg): compare the "
               "rows side by side, not across runs")
+
+
+def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``["openvino", "pytorch:fp32"]`` -> ``[("openvino", "fp32"), ("openvino", "int8"),
+    ("pytorch", "fp32")]``: a name alone means every precision that backend runs."""
+    out = []
+    for value in values:
+        name, _, precision = str(value).partition(":")
+        precisions = BACKENDS[name][3] if name in BACKENDS else ()
+        if not precisions or (precision and precision not in precisions):
+            choices = ", ".join(f"{b}[:{'|'.join(spec[3])}]" for b, spec in BACKENDS.items())
+            raise UsageError(f"unknown backend {value!r}; choose from {choices}")
+        out += [(name, precision)] if precision else [(name, p) for p in precisions]
+    return out
 
 
 def _load_avg() -> list[float] | None:
@@ -224,11 +238,11 @@ def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[fl
         start = time.perf_counter()
         record = scorer.score(path)  # worker start-up is on the clock
         seconds = time.perf_counter() - start
-        workers = scorer.workers
+        workers, mode = scorer.workers, scorer.config.get("mode")
     if not record.ok:
         raise UsageError(f"the engine could not score {path!r}: {record.error}")
-    return seconds, {"workers": workers, "backend": "openvino", "precision": "fp32",
-                     "batch_size": ENGINE_BATCH_SIZE, "frames": frames,
+    return seconds, {"workers": workers, "backend": "openvino", "precision": "fp32", "mode": mode,
+                     "batch_size": ENGINE_BATCH_SIZE, "sampling": frames,
                      "frames_sampled": record.frames["sampled"], "score": record.score}
 
 
@@ -278,7 +292,8 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
             sweep = [time_infer(ov, views, b, seconds=sweep_seconds) for b in DEFAULT_BATCH_SIZES]
             infer_batch_size = max(sweep, key=lambda r: r["views_per_s"])["batch_size"]
         seconds["infer_floor"] = _infer_floor(ov, views, n, infer_batch_size)
-    detail["infer_floor"] = {"backend": "openvino", "precision": "fp32", "batch_size": infer_batch_size,
+    detail["infer_floor"] = {"backend": "openvino", "precision": "fp32", "mode": "latency",
+                             "call": "infer (synchronous)", "batch_size": infer_batch_size,
                              "views": n, "distinct_views": len(views)}
 
     seconds["naive"] = None
@@ -391,8 +406,9 @@ def format_report(result: dict) -> str:
                 rows.append((k, None, None, f"skipped: {p['skipped'].get(k, '')}"))
         lines += _table(["measurement", "seconds", "frames/s", "how"], rows, [False, True, True, False])
         r = p["ratios"]
-        lines.append(f"engine speed-up over naive: {r['engine_speedup_over_naive']}x;  "
-                     f"engine / (decode floor + inference floor): {r['engine_over_floor_sum']}")
+        speedup = r["engine_speedup_over_naive"]
+        lines.append(f"engine speed-up over naive: {'-' if speedup is None else f'{speedup:.2f}x'};  "
+                     f"engine / (decode floor + inference floor): {r['engine_over_floor_sum']:.2f}")
         if "default_sampling" in p:
             ds = p["default_sampling"]
             lines.append(f"default sampling: engine {ds['engine_s']:.2f} s for {ds['frames_sampled']} frames; "

@@ -244,53 +244,17 @@ def _open_output(output: str | None) -> Iterator[TextIO]:
         yield f
 
 
-def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="vqa")
-
-
-if __name__ == "__main__":
-    main()
-
-
-def _backend_spec(_ctx, _param, values):
-    """--backend openvino, openvino:int8, pytorch:fp32 ... -> [(backend, precision), ...]."""
-    from vqa.bench import DEFAULT_BACKENDS
-    from vqa.infer import BACKENDS
-
-    if not values:
-        return list(DEFAULT_BACKENDS)
-    out = []
-    for value in values:
-        name, _, precision = value.partition(":")
-        precisions = BACKENDS.get(name, (None, None, None, ()))[3]
-        if name not in BACKENDS or (precision and precision not in precisions):
-            choices = ", ".join(f"{b}[:{'|'.join(p[3])}]" for b, p in BACKENDS.items())
-            raise click.BadParameter(f"{value!r} is not one of {choices}")
-        out += [(name, precision)] if precision else [(name, p) for p in precisions]
-    return out
-
-
-def _batch_sizes(_ctx, _param, value):
-    try:
-        sizes = [int(v) for v in value.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of whole numbers >= 1")
-    return sizes
-
-
 @cli.command()
 @click.argument("clip", type=click.Path(exists=True, dir_okay=False))
 @click.option("--study", type=click.Choice(["batch", "pipeline", "all"]), default="all", show_default=True,
               help="batch: inference latency and throughput by batch size; pipeline: naive vs engine "
                    "vs decode and inference floors on CLIP.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-@click.option("--backend", "backends", multiple=True, callback=_backend_spec, metavar="NAME[:PRECISION]",
+@click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
               help="Backend to measure, repeatable (default: openvino:fp32, openvino:int8, pytorch:fp32). "
                    "The pipeline study's naive baseline runs only when pytorch is measured.")
-@click.option("--batch-sizes", default="1,2,4,8,16,32", show_default=True, callback=_batch_sizes,
-              help="Batch sizes of the batch study.")
+@click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
+              help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
 @click.option("--seconds", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
               help="Timing window per batch-study point, after warm-up.")
 @click.option("--frames", type=FramesType(), default="all", show_default=True,
@@ -298,21 +262,33 @@ def _batch_sizes(_ctx, _param, value):
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 def bench(clip, study, as_json, backends, batch_sizes, seconds, frames, model_dir):
-    """Measure inference speed by batch size and the scoring pipeline against its floors on CLIP.
+    """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
-    Each number is one measurement: on a shared machine compare rows side by side, and
+    Each number is one measurement: on a shared machine compare rows side by side and
     note the load average printed with them. Make a clip with scripts/make_bench_clip.py.
     """
     import json
 
-    from vqa.bench import STUDIES, format_report, run_benchmark
+    from vqa import bench as vqa_bench  # torch is imported only if a pytorch backend is measured
 
     try:
-        result = run_benchmark(clip, studies=STUDIES if study == "all" else (study,), backends=backends,
-                               batch_sizes=batch_sizes, seconds=seconds, frames=frames, model_dir=model_dir)
+        result = vqa_bench.run_benchmark(
+            clip, studies=vqa_bench.STUDIES if study == "all" else (study,),
+            backends=vqa_bench.parse_backends(backends) if backends else vqa_bench.DEFAULT_BACKENDS,
+            batch_sizes=batch_sizes or vqa_bench.DEFAULT_BATCH_SIZES, seconds=seconds, frames=frames,
+            model_dir=model_dir)
     except VQAError as e:
         if _debug():
             raise
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+    click.echo(json.dumps(result, indent=2) if as_json else vqa_bench.format_report(result))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="vqa")
+
+
+if __name__ == "__main__":
+    main()
+

@@ -35,7 +35,8 @@ MAX_BATCH_SIZE = 256
 # cores busier. Measured with `vqa bench` on the 2-core machine (README, Performance):
 # OpenVINO's frames per second stop growing past 16, while latency per batch keeps climbing.
 AUTO_BATCH_SIZE = {"latency": 4, "throughput": 16}
-POLL_S = 0.05  # how often the consumer looks for dead workers while no message comes
+POLL_S = 0.05  # how long the consumer waits for a worker message before looking at inference
+SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
 
 
 def _check_options(backend, decoder, frames, batch_size, threads, precision, mode) -> None:
@@ -87,7 +88,8 @@ class Scorer:
                        "precision": precision, "mode": mode}
 
     def score(self, path: str | os.PathLike) -> VideoScore:
-        return next(iter(self.score_many([path])))
+        (record,) = self.score_many([path])  # run the generator to its end: the pool stays up
+        return record
 
     def score_many(self, paths: Iterable[str | os.PathLike]) -> Iterator[VideoScore]:
         """Records in input order, each as soon as it and all before it are done."""
@@ -125,9 +127,8 @@ class Scorer:
 
     def _start_pool(self) -> tuple[WorkerPool, BatchRing]:
         if self._pool is None:
-            ctx = mp.get_context("spawn")
-            self._ring = BatchRing(ctx, slots=2 * self.workers + 2, batch_size=self.batch_size)
-            self._pool = WorkerPool(ctx, self.workers, self._ring)
+            self._ring = BatchRing(slots=SLOTS_PER_WORKER * self.workers, batch_size=self.batch_size)
+            self._pool = WorkerPool(mp.get_context("spawn"), self.workers, self._ring.spec, SLOTS_PER_WORKER)
         return self._pool, self._ring
 
     def _stop_pool(self) -> None:
@@ -193,6 +194,7 @@ class _Video:
     frames: list[FrameResult] = field(default_factory=list)
     decoded: int = 0
     decode_errors: int = 0
+    attempt: int = 0  # a worker crash restarts the video once; older messages are stale
     finished: bool = False
 
 
@@ -203,7 +205,7 @@ class _Job:
         self.s, self.pool, self.ring = scorer, pool, ring
         self.paths = [os.fsdecode(p) for p in paths]
         self.videos = [_Video(scorer._new_record(p)) for p in self.paths]
-        self.owner: dict[int, int] = {}  # task id -> video index
+        self.owner: dict[int, tuple[int, int]] = {}  # task id -> (video index, attempt)
         # Few videos: split each across the workers; many: one worker per video.
         self.parts = scorer.workers if len(paths) < scorer.workers else 1
         self.window = max(2, 2 * scorer.workers)  # videos in flight, bounding memory
@@ -214,8 +216,7 @@ class _Job:
         admitted = emitted = 0
         while emitted < len(self.videos):
             while admitted < len(self.videos) and admitted - emitted < self.window:
-                self._submit(admitted, ProbeTask(0, self.paths[admitted], self.s.decoder,
-                                                 want_keyframes=self.parts > 1))
+                self._probe(admitted)
                 admitted += 1
             msg = self.pool.get(POLL_S if self.completions.empty() else 0.001)
             if msg is not None:
@@ -231,24 +232,31 @@ class _Job:
 
     def _submit(self, idx: int, task) -> None:
         task_id = next(self.s._task_ids)
-        self.owner[task_id] = idx
+        self.owner[task_id] = (idx, self.videos[idx].attempt)
         self.pool.submit(replace(task, task_id=task_id))
+
+    def _probe(self, idx: int) -> None:
+        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1))
 
     def _handle(self, msg) -> None:
         kind, task_id = msg[0], msg[1]
-        idx = self.owner.get(task_id)
+        idx, attempt = self.owner.get(task_id, (None, None))
         video = self.videos[idx] if idx is not None else None
-        if kind == "batch" and video is not None and not video.finished:
+        if video is not None and (video.finished or attempt != video.attempt):
+            video = None  # its answer is in, or it was restarted: this message is stale
+        if kind == "batch" and video is not None:
             self._infer(idx, video, msg[2], msg[3])
-        elif kind in ("batch", "unused"):
-            self.ring.release(msg[2])
-        elif kind == "crash":
-            for slot in msg[3]:
-                self.ring.release(slot)
-            if video is not None:
-                self._fail(video, "E_WORKER_CRASH", f"the decode worker died (exit code {msg[2]})")
-        elif video is None or video.finished:
+        elif kind == "batch":
+            self.pool.release(msg[2])
+        elif video is None:
             return
+        elif kind == "crash":
+            if video.attempt == 0:  # the worker may have died of something else: once more
+                video.attempt += 1
+                video.frames, video.decoded, video.decode_errors = [], 0, 0
+                self._probe(idx)
+            else:
+                self._fail(video, "E_WORKER_CRASH", f"the decode worker died twice on it (exit code {msg[2]})")
         elif kind == "info":
             self._plan(idx, video, msg[2], msg[3])
         elif kind == "error":
@@ -275,21 +283,22 @@ class _Job:
     def _infer(self, idx: int, video: _Video, slot: int, metas) -> None:
         """Start inference straight from the ring slot; the slot is released when it is back."""
         video.inflight += 1
+        attempt = video.attempt
         self.s.inferencer.submit(self.ring.views(slot, len(metas)),
-                                 lambda out: self.completions.put((idx, slot, metas, out)))
+                                 lambda out: self.completions.put((idx, attempt, slot, metas, out)))
 
     def _collect(self) -> None:
         while True:
             try:
-                idx, slot, metas, out = self.completions.get_nowait()
+                idx, attempt, slot, metas, out = self.completions.get_nowait()
             except queue.Empty:
                 return
-            self.ring.release(slot)
+            self.pool.release(slot)
             video = self.videos[idx]
             if video is None:  # failed and already handed out
                 continue
             video.inflight -= 1
-            if video.finished:
+            if video.finished or attempt != video.attempt:
                 continue
             if isinstance(out, BaseException):  # an inference fault costs this video, not the job
                 self._fail(video, "E_INTERNAL", f"inference failed: {type(out).__name__}: {out}")

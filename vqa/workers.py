@@ -5,19 +5,17 @@ Each worker is a spawned process (no inherited decoder or thread state; FFmpeg's
 PyTorch's pools do not mix with fork). Decoders are opened inside the worker with one FFmpeg
 thread, so N workers use N cores and never oversubscribe. Messages to the parent:
 
-    ("start", task_id, pid)                   a task was taken (so a crash can be blamed on it)
-    ("acquire", task_id, slot)                a ring slot is being filled (returned on a crash)
     ("info", task_id, VideoInfo, keyframes_s) answer to a probe
     ("batch", task_id, slot, [FrameMeta...])  ``len(metas)`` views are in ring slot ``slot``
     ("done", task_id, frames_decoded, decode_errors)
-    ("unused", task_id, slot)                 an acquired slot goes back unfilled
     ("error", task_id, code, message)         the task failed; the video gets an error record
 """
 from __future__ import annotations
 
 import os
-import queue
+from collections import deque
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 
 from .batch import RingSpec, RingWriter
 from .decode import open_video
@@ -77,133 +75,194 @@ def keyframe_times(path: str) -> list[float] | None:
         return None
 
 
-def _probe(task: ProbeTask, results) -> None:
-    with open_video(task.path, backend=task.decoder, threads=1) as reader:
-        info = reader.info
-    keyframes = keyframe_times(task.path) if task.want_keyframes else None
-    results.put(("info", task.task_id, info, keyframes))
-
-
 def _parent_alive(parent: int = os.getppid()) -> bool:
     # The default is taken when a spawned worker imports this module: its parent's pid.
     return os.getppid() == parent
 
 
-def _decode(task: DecodeTask, results, ring: RingWriter) -> None:
+class _Stop(Exception):
+    """The parent said stop, or is gone."""
+
+
+class _Link:
+    """A worker's end of its private pipe, and the ring slots it may fill.
+
+    Private pipes, not shared queues: a shared queue's lock dies with a worker killed while
+    holding it and then blocks every other worker for good.
+    """
+
+    def __init__(self, conn, slots):
+        self.conn = conn
+        self.free = list(slots)
+        self.tasks: list = []
+
+    def _receive(self, timeout_s: float) -> None:
+        if not self.conn.poll(timeout_s):
+            if not _parent_alive():
+                raise _Stop
+            return
+        msg = self.conn.recv()
+        if msg is None:
+            raise _Stop
+        if msg[0] == "release":
+            self.free.append(msg[1])
+        else:
+            self.tasks.append(msg[1])
+
+    def next_task(self):
+        while not self.tasks:
+            self._receive(PARENT_CHECK_S)
+        return self.tasks.pop(0)
+
+    def acquire(self) -> int:
+        """A free slot of this worker's; waits for the parent to release one (back-pressure)."""
+        while not self.free:
+            self._receive(PARENT_CHECK_S)
+        return self.free.pop()
+
+    def send(self, msg) -> None:
+        self.conn.send(msg)
+
+
+def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
     slot, metas = None, []
     try:
         with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
             for frame in reader.read(task.plan, open_end=task.open_end):
                 if slot is None:
-                    slot = ring.acquire(_parent_alive)  # blocks while every slot is in use: back-pressure
-                    results.put(("acquire", task.task_id, slot))
+                    slot = link.acquire()
                 ring.slot(slot)[len(metas)] = fragments(frame.rgb)
                 metas.append(FrameMeta(task.run_offset + frame.run, frame.pts_s, frame_stats(frame.rgb)))
                 if len(metas) == ring.spec.batch_size:
-                    results.put(("batch", task.task_id, slot, metas))
+                    link.send(("batch", task.task_id, slot, metas))
                     slot, metas = None, []
             if metas:
-                results.put(("batch", task.task_id, slot, metas))
+                link.send(("batch", task.task_id, slot, metas))
                 slot = None
-            results.put(("done", task.task_id, reader.frames_decoded, reader.decode_errors))
+            link.send(("done", task.task_id, reader.frames_decoded, reader.decode_errors))
     finally:
-        if slot is not None:  # acquired but not handed over (an error mid-batch): give it back
-            results.put(("unused", task.task_id, slot))
+        if slot is not None:  # taken but not handed over (an error mid-batch): keep it
+            link.free.append(slot)
 
 
-def worker_main(tasks, results, ring_spec: RingSpec, free) -> None:
+def worker_main(conn, ring_spec: RingSpec, slots) -> None:
     """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
-    ring = RingWriter(ring_spec, free)
+    link, ring = _Link(conn, slots), RingWriter(ring_spec)
     try:
         while True:
-            try:
-                task = tasks.get(timeout=PARENT_CHECK_S)
-            except queue.Empty:
-                if not _parent_alive():
-                    return
-                continue
-            if task is None:
-                return
-            results.put(("start", task.task_id, os.getpid()))
+            task = link.next_task()
             try:
                 if isinstance(task, ProbeTask):
-                    _probe(task, results)
+                    with open_video(task.path, backend=task.decoder, threads=1) as reader:
+                        info = reader.info
+                    keyframes = keyframe_times(task.path) if task.want_keyframes else None
+                    link.send(("info", task.task_id, info, keyframes))
                 else:
-                    _decode(task, results, ring)
+                    _decode(task, link, ring)
+            except (_Stop, BrokenPipeError, EOFError):
+                raise
             except VQAError as e:
-                results.put(("error", task.task_id, e.code, e.message))
+                link.send(("error", task.task_id, e.code, e.message))
             except Exception as e:  # a decoder fault on one file must not take the worker down
-                results.put(("error", task.task_id, "E_INTERNAL", f"{type(e).__name__}: {e}"))
-    except KeyboardInterrupt:
-        return  # Ctrl-C reaches the whole process group; the parent cleans up
+                link.send(("error", task.task_id, "E_INTERNAL", f"{type(e).__name__}: {e}"))
+    except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
+        return  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
     finally:
         ring.close()
+        conn.close()
+
+
+@dataclass
+class _Worker:
+    slots: range
+    process: object = None
+    conn: object = None
+    task_id: int | None = None  # the task it is running
 
 
 class WorkerPool:
-    """The parent's side: starts the workers, hands out tasks, notices deaths.
+    """The parent's side: starts the workers, hands tasks to idle ones, notices deaths.
 
-    ``get`` returns worker messages, plus ``("crash", task_id, exitcode, slots)`` for a task
-    whose worker died (killed, segfault, out of memory); that worker is replaced, and
-    ``slots`` are the ring slots it held, for the caller to release.
+    Each worker owns ``slots_per_worker`` ring slots; a batch message hands one to the parent,
+    ``release`` hands it back. ``get`` returns worker messages, plus ``("crash", task_id,
+    exitcode)`` for a task whose worker died (killed, segfault, out of memory); that worker
+    is replaced by a new one with the same slots.
     """
 
-    def __init__(self, ctx, workers: int, ring):
-        self._ctx, self._ring = ctx, ring
-        self.tasks, self.results = ctx.Queue(), ctx.Queue()
-        self._procs: list = []
-        self._running: dict[int, int] = {}  # pid -> task_id
-        self._held: dict[int, set[int]] = {}  # task_id -> ring slots being filled
-        for _ in range(workers):
-            self._spawn()
+    def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int):
+        self._ctx, self._spec, self._per = ctx, ring_spec, slots_per_worker
+        self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
+        self._waiting: deque = deque()  # tasks for the next idle worker
+        self._parent_held: set[int] = set()  # slots handed over and not yet released
+        for w in self._workers:
+            self._spawn(w)
 
-    def _spawn(self) -> None:
-        p = self._ctx.Process(target=worker_main, args=(self.tasks, self.results, self._ring.spec, self._ring.free),
-                              daemon=True, name="vqa-decode")
-        p.start()
-        self._procs.append(p)
+    def _spawn(self, w: _Worker) -> None:
+        parent_end, child_end = self._ctx.Pipe()
+        free = [s for s in w.slots if s not in self._parent_held]
+        w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free), daemon=True,
+                                      name="vqa-decode")
+        w.process.start()
+        child_end.close()
+        w.conn, w.task_id = parent_end, None
 
     def submit(self, task) -> None:
-        self.tasks.put(task)
+        self._waiting.append(task)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for w in self._workers:
+            if w.task_id is None and self._waiting and w.process.is_alive():
+                task = self._waiting.popleft()
+                w.task_id = task.task_id
+                try:
+                    w.conn.send(("task", task))
+                except OSError:
+                    pass  # it died; get() notices, blames this task and replaces the worker
+
+    def release(self, slot: int) -> None:
+        self._parent_held.discard(slot)
+        w = self._workers[slot // self._per]
+        try:
+            w.conn.send(("release", slot))
+        except OSError:
+            pass  # a dead worker's replacement starts with its free slots
 
     def get(self, timeout_s: float):
-        try:
-            msg = self.results.get(timeout=timeout_s)
-        except queue.Empty:
-            return self._reap()
-        kind, task_id = msg[0], msg[1]
-        if kind == "start":
-            self._running[msg[2]] = task_id
-        elif kind == "acquire":
-            self._held.setdefault(task_id, set()).add(msg[2])
-        elif kind in ("batch", "unused"):
-            self._held.get(task_id, set()).discard(msg[2])
-        if kind in ("info", "done", "error"):  # the task is over: a later death is not its fault
-            self._running = {pid: t for pid, t in self._running.items() if t != task_id}
-            self._held.pop(task_id, None)
-        return msg
-
-    def _reap(self):
-        for p in self._procs:
-            if p.is_alive():
-                continue
-            self._procs.remove(p)
-            p.join()
-            self._spawn()
-            task_id = self._running.pop(p.pid, None)
+        by_key = {id(w.conn): w for w in self._workers} | {w.process.sentinel: w for w in self._workers}
+        for ready in wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers],
+                          timeout_s):
+            w = by_key[ready if isinstance(ready, int) else id(ready)]
+            if not isinstance(ready, int):
+                try:
+                    msg = w.conn.recv()
+                except (EOFError, OSError):
+                    continue  # the sentinel says why
+                if msg[0] == "batch":
+                    self._parent_held.add(msg[2])
+                if msg[0] in ("info", "done", "error"):
+                    w.task_id = None
+                    self._dispatch()
+                return msg
+            w.process.join()
+            task_id, code = w.task_id, w.process.exitcode
+            w.conn.close()
+            self._spawn(w)
+            self._dispatch()
             if task_id is not None:
-                return ("crash", task_id, p.exitcode, self._held.pop(task_id, set()))
+                return ("crash", task_id, code)
         return None
 
     def close(self) -> None:
-        for _ in self._procs:
-            self.tasks.put(None)
-        for p in self._procs:
-            p.join(timeout=2.0)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        self._procs.clear()
-        for q in (self.tasks, self.results):
-            q.close()
-            q.cancel_join_thread()
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        for w in self._workers:
+            w.process.join(timeout=2.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+            w.conn.close()
+        self._workers.clear()

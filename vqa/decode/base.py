@@ -116,8 +116,9 @@ class VideoReader(ABC):
         self._pending_pts_s = None
         if pending is not None and pending >= start:
             pass  # the frame in hand opens this run: no seek, no decode
-        elif (last is not None and last >= start) or (
-                self.SEEKS_AHEAD and start > (last or 0.0) + SEEK_AHEAD_S):
+        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and (
+                start > (last or 0.0) + SEEK_AHEAD_S or (last is None and start > 0.0))):
+            # A fresh reader asked to start later (a worker's segment) seeks even a short way.
             # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
             self._seek(run.start_s)
             self._last_pts_s = pending = None
