@@ -1,0 +1,101 @@
+"""vqa.bench and `vqa bench`: the studies return their documented keys with positive numbers.
+
+Timing windows are tiny and nothing is asserted about speed: speed goals belong in the
+benchmark's output, not in tests.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from clips import textured_frames, write_clip
+
+from vqa import bench
+from vqa.cli import cli
+from vqa.errors import UsageError
+from vqa.infer import available_backends
+from vqa.model import load_model_spec
+
+QUICK = {"batch_sizes": (1, 2), "seconds": 0.01}
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "tiny.mp4"
+    write_clip(path, textured_frames(24, 180, 320), fps=24, options={"crf": "20", "g": "12"})
+    return path
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_model_spec()
+
+
+def _positive(d: dict, keys) -> None:
+    for k in keys:
+        assert isinstance(d[k], (int, float)) and d[k] > 0, (k, d[k])
+
+
+def test_batch_study_rows(tiny_clip, spec):
+    out = bench.batch_study(spec, clip=tiny_clip, backends=[("openvino", "fp32"), ("openvino", "int8")], **QUICK)
+    json.dumps(out)
+    assert {"study", "rows", "best", "skipped", "views", "seconds_per_point", "load_avg", "note"} <= out.keys()
+    assert [(r["backend"], r["precision"], r["batch_size"]) for r in out["rows"]] == [
+        ("openvino", "fp32", 1), ("openvino", "fp32", 2), ("openvino", "int8", 1), ("openvino", "int8", 2)]
+    for row in out["rows"]:
+        _positive(row, ["calls", "latency_ms_median", "latency_ms_p90", "views_per_s"])
+    assert out["best"]["openvino/fp32"]["batch_size"] in (1, 2)
+    assert out["views"]["distinct"] == 24
+
+
+def test_missing_backend_or_precision_is_skipped(tiny_clip, spec, monkeypatch):
+    def unavailable(*_a, **_k):
+        from vqa.errors import BackendUnavailable
+        raise BackendUnavailable("backend 'pytorch' needs the 'torch' package")
+
+    monkeypatch.setattr(bench, "open_inferencer", unavailable)
+    out = bench.batch_study(spec, views=np.zeros((2, 224, 224, 3), np.uint8), backends=[("pytorch", "fp32")], **QUICK)
+    assert out["rows"] == [] and out["skipped"][0]["backend"] == "pytorch"
+
+
+def test_parse_backends():
+    assert bench.parse_backends(["openvino", "pytorch:fp32"]) == [
+        ("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32")]
+    with pytest.raises(UsageError, match="choose from"):
+        bench.parse_backends(["pytorch:int8"])
+    with pytest.raises(UsageError):
+        bench.batch_study(batch_sizes=(1,))  # no views and no clip
+
+
+def test_pipeline_study(tiny_clip, spec):
+    naive = "pytorch" in available_backends()
+    out = bench.pipeline_study(tiny_clip, spec, frames="all", infer_batch_size=4, naive=naive)
+    json.dumps(out)
+    assert {"study", "clip", "seconds", "fps", "ratios", "detail", "default_sampling", "load_avg", "note"} <= out.keys()
+    measured = ["engine", "decode_floor", "infer_floor"] + (["naive"] if naive else [])
+    _positive(out["seconds"], measured)
+    _positive(out["fps"], measured)
+    _positive(out["ratios"], ["engine_over_floor_sum"] + (["engine_speedup_over_naive"] if naive else []))
+    assert out["detail"]["decode_floor"]["frames"] == 24 == out["detail"]["engine"]["frames_sampled"]
+    if naive:
+        assert out["detail"]["naive"]["frames"] == 24
+    _positive(out["default_sampling"], ["engine_s", "frames_sampled", "decode_floor_all_s",
+                                        "decode_floor_all_over_engine"])
+
+
+def test_cli_bench_json(tiny_clip):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--json", "--seconds", "0.01",
+                                      "--batch-size", "1", "--batch-size", "2", "--backend", "openvino:fp32"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["batch"]["study"] == "batch" and out["pipeline"]["study"] == "pipeline"
+    assert out["pipeline"]["seconds"]["naive"] is None  # pytorch not asked for: no baseline, no torch
+    assert out["pipeline"]["detail"]["infer_floor"]["batch_size"] == out["batch"]["best"]["openvino/fp32"]["batch_size"]
+    assert "Inference by batch size" in bench.format_report(out)
+
+
+def test_cli_bench_bad_backend(tiny_clip):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--backend", "tensorrt"])
+    assert result.exit_code == 2 and "E_USAGE" in result.output
