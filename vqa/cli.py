@@ -168,8 +168,8 @@ def cli():
 @click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
               show_default=True, help="Video decoder.")
 @click.option("--batch-size", type=BatchSizeType(), default="auto", show_default=True,
-              help="Frames per inference batch, or 'auto': 4 with --mode latency, 16 with "
-                   "--mode throughput (where frames per second stop growing on a 2-core machine).")
+              help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
+                   "--mode throughput (where views per second peak on a 2-core machine; see vqa bench).")
 @click.option("--mode", type=click.Choice(["latency", "throughput"]), default="throughput", show_default=True,
               help="What to optimise: the time to each video's result (latency) or videos per "
                    "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")

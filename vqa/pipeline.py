@@ -31,10 +31,10 @@ from .workers import DecodeTask, ProbeTask, WorkerPool
 
 DEFAULT_BATCH_SIZE = "auto"
 MAX_BATCH_SIZE = 256
-# batch_size="auto": small batches return a video's first results sooner, large ones keep the
-# cores busier. Measured with `vqa bench` on the 2-core machine (README, Performance):
-# OpenVINO's frames per second stop growing past 16, while latency per batch keeps climbing.
-AUTO_BATCH_SIZE = {"latency": 4, "throughput": 16}
+# batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
+# OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
+# the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
+AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 POLL_S = 0.05  # how long the consumer waits for a worker message before looking at inference
 SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
 
@@ -81,6 +81,9 @@ class Scorer:
         self._ring: BatchRing | None = None
         self._task_ids = iter(range(1 << 62))
         self.spec = load_model_spec(model_dir)
+        if threads is None and backend == "pytorch":
+            # PyTorch's pool would take every core; leave the decode workers theirs.
+            threads = max(1, (os.cpu_count() or 1) - self.workers)
         self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision,
                                           mode=mode)
         # workers is left out on purpose: results do not depend on it (tests hold them to that).
