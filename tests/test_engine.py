@@ -199,7 +199,11 @@ class SubmitSpy:
         return [t for t in self.tasks if isinstance(t, DecodeTask) and t.path == path]
 
 
-def decode_workers() -> list:
+def decode_workers(scorer=None) -> list:
+    """Live decode worker processes: the given scorer's, else every one this process started
+    (session-scoped scorers of other test files may hold workers of their own)."""
+    if scorer is not None:
+        return [w.process for w in scorer._pool._workers if w.process.is_alive()] if scorer._pool else []
     return [p for p in mp.active_children() if p.name == "vqa-decode"]
 
 
@@ -299,7 +303,7 @@ def test_no_segment_left_after_a_normal_run(engine_clips):
             ours |= mapped_segments(os.getpid())
             assert record.status == "ok", record.error
         assert ours, "the parallel engine mapped no shared memory"
-        workers = decode_workers()
+        workers = decode_workers(scorer)
         assert len(workers) == 2
     assert not [p for p in workers if p.is_alive()]
     assert_no_segment_left(before, ours, {os.getpid()}, wait_s=1.0)
@@ -310,9 +314,9 @@ def test_score_keeps_the_worker_pool_between_calls(engine_clips):
     """Scorer.score on a pool must not tear the pool down: a new pool per video costs spawns."""
     with Scorer(workers=2, threads=2) as scorer:
         scorer.score(engine_clips["texture"])
-        first = sorted(p.pid for p in decode_workers())
+        first = sorted(p.pid for p in decode_workers(scorer))
         scorer.score(engine_clips["texture"])
-        second = sorted(p.pid for p in decode_workers())
+        second = sorted(p.pid for p in decode_workers(scorer))
     assert first, "no decode worker alive after score(): score() stopped the pool it had started"
     assert first == second, f"decode workers {first} were replaced by {second}"
 
@@ -416,10 +420,10 @@ def test_worker_killed_mid_job(engine_clips):
 
         def kill_one():
             try:
-                if wait_until(lambda: len(decode_workers()) == 2 and scorer._ring is not None, 30):
+                if wait_until(lambda: len(decode_workers(scorer)) == 2 and scorer._ring is not None, 30):
                     wait_until(lambda: False, 0.7)  # into the job
                     ours.update(mapped_segments(os.getpid()))
-                    victim = decode_workers()[0].pid
+                    victim = decode_workers(scorer)[0].pid
                     os.kill(victim, signal.SIGKILL)
                     killed.append(victim)
             finally:
@@ -436,11 +440,10 @@ def test_worker_killed_mid_job(engine_clips):
         for r in records:
             assert r.status == "ok" or r.error["code"] == "E_WORKER_CRASH", r.error
         assert any(r.status == "ok" for r in records)
-        workers = decode_workers()
+        workers = decode_workers(scorer)
         assert len(workers) == 2 and killed[0] not in [p.pid for p in workers]  # replaced
     assert ours
     assert not [p for p in workers if p.is_alive()], "decode workers alive after close"
-    assert not decode_workers()
     assert_no_segment_left(before, ours, {os.getpid()}, wait_s=1.0)
 
 
@@ -451,14 +454,15 @@ def test_idle_workers_killed_between_jobs(engine_clips):
     with Scorer(workers=2, threads=2) as scorer:
         assert run_with_deadline(scorer, [engine_clips["texture"]])[0].status == "ok"
         ours = mapped_segments(os.getpid())
-        victims = decode_workers()
+        victims = decode_workers(scorer)
         assert len(victims) == 2
         wait_until(lambda: False, 0.3)  # both wait for a task now
         for p in victims:
             os.kill(p.pid, signal.SIGKILL)
         records = run_with_deadline(scorer, clip_list(engine_clips), deadline_s=12)
         assert [r.status for r in records] == ["ok"] * 3, [r.error for r in records]
-    assert not decode_workers()
+        replacements = decode_workers(scorer)
+    assert not [p for p in replacements if p.is_alive()], "decode workers alive after close"
     assert_no_segment_left(before, ours, {os.getpid()}, wait_s=1.0)
 
 
