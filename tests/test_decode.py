@@ -236,3 +236,16 @@ def test_open_video_backend_names(clips, monkeypatch):
     with pytest.raises(BackendUnavailable, match="opencv"):
         open_video(clips["short"], backend="opencv")
     assert AVAILABLE_BACKENDS["pyav"].BACKEND_NAME == "pyav"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fifo_is_refused_before_open(tmp_path, backend):
+    """A FIFO named like a video would block open() for good; it is refused by its type."""
+    import os
+
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as err:
+        open_video(fifo, backend=backend)
+    assert err.value.code == "E_BAD_PATH"
+

@@ -19,7 +19,8 @@ from engine_helpers import (STARTED, alive, children, mapped_segments, psm_segme
 from vqa import Scorer
 from vqa.sample import plan_frames, split_plan
 from vqa.types import Run, SamplePlan, VideoInfo
-from vqa.workers import DecodeTask, WorkerPool, keyframe_times
+from vqa.decode import open_video
+from vqa.workers import DecodeTask, WorkerPool
 
 HERE = Path(__file__).resolve().parent
 HELPER = HERE / "engine_helpers.py"
@@ -238,7 +239,8 @@ def test_results_do_not_depend_on_workers_or_batch_size(engine_clips, reference,
 
 def test_the_long_clip_can_be_split_at_keyframes(engine_clips):
     """Precondition of the split cases above: the clip has keyframes inside it."""
-    keyframes = keyframe_times(engine_clips["long"])
+    with open_video(engine_clips["long"]) as reader:
+        keyframes = reader.keyframe_times(10_000)
     assert any(0.5 < k < 2.5 for k in keyframes), keyframes
     plan = plan_frames(info(3.0), "all")
     assert len(split_plan(plan, 2, keyframes_s=keyframes)[1]) == 2

@@ -55,26 +55,6 @@ class FrameMeta:
 KEYFRAME_SCAN_PACKETS = 20_000  # about 13 min at 25 fps; longer videos are split blind
 
 
-def keyframe_times(path: str) -> list[float] | None:
-    """Presentation times of the keyframes, read from packets alone (no decoding); None when
-    the video is too long to scan cheaply or cannot be demuxed."""
-    import av  # the decode stage owns av; this is part of it
-
-    try:
-        with av.open(path) as container:
-            stream = container.streams.video[0]
-            start = stream.start_time or 0
-            times = []
-            for n, p in enumerate(container.demux(stream)):
-                if n >= KEYFRAME_SCAN_PACKETS:
-                    return None
-                if p.is_keyframe and p.pts is not None:
-                    times.append(float((p.pts - start) * p.time_base))
-            return sorted(times)
-    except (av.error.FFmpegError, IndexError):
-        return None
-
-
 def _parent_alive(parent: int = os.getppid()) -> bool:
     # The default is taken when a spawned worker imports this module: its parent's pid.
     return os.getppid() == parent
@@ -155,7 +135,7 @@ def worker_main(conn, ring_spec: RingSpec, slots) -> None:
                 if isinstance(task, ProbeTask):
                     with open_video(task.path, backend=task.decoder, threads=1) as reader:
                         info = reader.info
-                    keyframes = keyframe_times(task.path) if task.want_keyframes else None
+                        keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
                     link.send(("info", task.task_id, info, keyframes))
                 else:
                     _decode(task, link, ring)

@@ -35,7 +35,10 @@ def check_input_path(path: str) -> None:
         raise InputError(f"cannot access {path!r}: {exc.strerror}", code="E_UNREADABLE") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path!r} is a directory, expected a video file", code="E_NOT_VIDEO")
-    if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO or device named like a video would block the decoder's open() for good.
+        raise InputError(f"{path!r} is not a regular file", code="E_BAD_PATH")
+    if st.st_size == 0:
         raise InputError(f"{path!r} is empty (0 bytes)", code="E_EMPTY")
     if not os.access(path, os.R_OK):
         raise InputError(f"cannot read {path!r}: permission denied", code="E_UNREADABLE")
@@ -91,6 +94,10 @@ class VideoReader(ABC):
     @abstractmethod
     def _release(self) -> None:
         """Free the backend's handles; called once, possibly after a failed ``_open``."""
+
+    def keyframe_times(self, max_packets: int) -> list[float] | None:
+        """Presentation times of the keyframes, or None where the backend cannot tell."""
+        return None
 
     # --- shared behaviour ----------------------------------------------------------------
     @property

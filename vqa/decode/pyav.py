@@ -1,6 +1,8 @@
 """Default decode backend: PyAV (FFmpeg's libraries), exact timestamps and keyframe seeking."""
 from __future__ import annotations
 
+import os
+
 import collections
 import math
 from fractions import Fraction
@@ -20,15 +22,38 @@ MAX_CONSECUTIVE_DECODE_ERRORS = 16
 SEEK_RETRIES = 3
 
 
+def _open_container(path: str) -> av.container.InputContainer:
+    # Only the "file" protocol: a playlist or concat file posing as a video cannot make FFmpeg
+    # open http, tcp or pipes. It can still name other local files; a whitelist of container
+    # formats is what stops that (not done yet).
+    return av.open("file:" + os.path.realpath(path), mode="r", options={"protocol_whitelist": "file"})
+
+
 class PyAVReader(VideoReader):
     BACKEND_NAME: ClassVar[str] = "pyav"
     SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
 
     _container: av.container.InputContainer | None = None
 
+    def keyframe_times(self, max_packets: int) -> list[float] | None:
+        """Keyframe times from the packets alone, through a second handle so decoding is
+        undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
+        try:
+            with _open_container(self.path) as container:
+                stream = container.streams.video[0]
+                times = []
+                for n, p in enumerate(container.demux(stream)):
+                    if n >= max_packets:
+                        return None
+                    if p.is_keyframe and p.pts is not None:
+                        times.append(float((p.pts - self._start_pts) * p.time_base))
+                return sorted(times)
+        except (av.error.FFmpegError, IndexError):
+            return None
+
     def _open(self) -> VideoInfo:
         try:
-            self._container = av.open(self.path, mode="r")
+            self._container = _open_container(self.path)
         except av.error.FileNotFoundError:
             raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
         except av.error.PermissionError:
