@@ -158,12 +158,7 @@ class Scorer:
                 if len(views) == self.batch_size:
                     self._infer(views, results)
             self._infer(views, results)
-            record.frames = {"sampled": len(results), "decoded": reader.frames_decoded,
-                             "decode_errors": reader.decode_errors}
-            if not results:
-                raise InputError("no frame of the video could be decoded", code="E_DECODE")
-            record.score, record.category, record.defects = aggregate(results, plan, info.duration_s)
-            record.warnings = _warnings(record, plan, info, reader.decode_errors)
+            _conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors)
 
     def _infer(self, views: list[np.ndarray], results: list[FrameResult]) -> None:
         if not views:
@@ -318,15 +313,25 @@ class _Job:
     def _finish(self, video: _Video) -> None:
         record = video.record
         frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
-        record.frames = {"sampled": len(frames), "decoded": video.decoded, "decode_errors": video.decode_errors}
-        if not frames:
-            self._fail(video, "E_DECODE", "no frame of the video could be decoded")
+        try:
+            _conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors)
+        except InputError as e:
+            self._fail(video, e.code, e.message)
             return
-        record.score, record.category, record.defects = aggregate(frames, video.plan, video.info.duration_s)
-        record.warnings = _warnings(record, video.planned, video.info, video.decode_errors)
         record.status = "ok"
         video.frames = []
         video.finished = True
+
+
+def _conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, planned: SamplePlan,
+              info: VideoInfo, decoded: int, decode_errors: int) -> None:
+    """Fill a record from its frames in timeline order: counts, score, defects, warnings.
+    ``plan`` is what the frames were read with, ``planned`` the plan the options made."""
+    record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
+    if not frames:
+        raise InputError("no frame of the video could be decoded", code="E_DECODE")
+    record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
+    record.warnings = _warnings(record, planned, info, decode_errors)
 
 
 def _warnings(record: VideoScore, plan, info, decode_errors: int) -> list[str]:

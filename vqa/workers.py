@@ -209,11 +209,11 @@ class WorkerPool:
             pass  # a dead worker's replacement starts with its free slots
 
     def get(self, timeout_s: float):
-        by_key = {id(w.conn): w for w in self._workers} | {w.process.sentinel: w for w in self._workers}
-        for ready in wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers],
-                          timeout_s):
-            w = by_key[ready if isinstance(ready, int) else id(ready)]
-            if not isinstance(ready, int):
+        conns = {w.conn: w for w in self._workers}
+        sentinels = {w.process.sentinel: w for w in self._workers}
+        for ready in wait([*conns, *sentinels], timeout_s):
+            if ready in conns:
+                w = conns[ready]
                 try:
                     msg = w.conn.recv()
                 except (EOFError, OSError):
@@ -224,6 +224,7 @@ class WorkerPool:
                     w.task_id = None
                     self._dispatch()
                 return msg
+            w = sentinels[ready]
             w.process.join()
             task_id, code = w.task_id, w.process.exitcode
             w.conn.close()
