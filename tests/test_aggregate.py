@@ -272,7 +272,9 @@ def frozen_of(pattern: str, runs: list[int] | None = None):
               for i, s in enumerate(st)]
     n_runs = 1 if runs is None else max(runs) + 1
     d = len(frames) / FPS
-    plan = SamplePlan("count", tuple(Run(d * k / n_runs, 0, d * k / n_runs, d * (k + 1) / n_runs)
+    # Sampled runs carry their frame counts (count 0 marks the pieces of an every-frame plan).
+    counts = [sum(1 for f in frames if f.run == k) for k in range(n_runs)]
+    plan = SamplePlan("count", tuple(Run(d * k / n_runs, counts[k], d * k / n_runs, d * (k + 1) / n_runs)
                                      for k in range(n_runs)), len(frames))
     _, _, defects = aggregate(frames, plan, d)
     return frames, defects
@@ -333,3 +335,18 @@ def test_exposure_heads_are_gated_by_frame_luminance(kind, luma, p98, reported):
     frames = frames_in_one_run(rows, [stats(luma=luma, p98=p98, thumb_seed=i) for i in range(4)])
     _, _, defects = aggregate(frames, one_run_plan(4, 1.0), 1.0)
     assert (kind in {d.type for d in defects}) == reported
+
+
+def test_frozen_stretch_across_a_split_every_frame_plan_is_unchanged():
+    """An every-frame plan cut at 1.0 s for two workers must find the same freeze as the whole."""
+    n, fps = 10, 5.0
+    still = np.zeros((THUMB[1], THUMB[0]), np.uint8)
+    st = [stats(thumb=still) if 3 <= i <= 7 else stats(thumb_seed=i) for i in range(n)]
+    whole = SamplePlan(mode="all", runs=(Run(0.0, 0, 0.0, 2.0),), requested=None)
+    split = SamplePlan(mode="all", runs=(Run(0.0, 0, 0.0, 1.0), Run(1.0, 0, 1.0, 2.0)), requested=None)
+    def frames_for(plan):
+        return [FrameResult(0 if (plan is whole or i < 5) else 1, i / fps, outputs(), st[i]) for i in range(n)]
+    a = aggregate(frames_for(whole), whole, 2.0)[2]
+    b = aggregate(frames_for(split), split, 2.0)[2]
+    assert [d.to_dict() for d in a] == [d.to_dict() for d in b]
+    assert [d.type for d in a] == ["frozen"]

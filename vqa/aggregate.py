@@ -84,11 +84,20 @@ def _segments(flags: np.ndarray, values: np.ndarray, spans, kind: str, min_frame
     return out
 
 
-def frozen_flags(frames: list[FrameResult], black: np.ndarray) -> np.ndarray:
-    """Frames that repeat their neighbour within a run, in stretches of MIN_FROZEN_FRAMES or more."""
+def _consecutive(plan: SamplePlan, run_a: int, run_b: int) -> bool:
+    """Whether the last frame of run_a and the first of run_b are neighbours in the stream:
+    the same run, or pieces of an every-frame plan cut apart for parallel decoding."""
+    if run_a == run_b:
+        return True
+    a, b = plan.runs[run_a], plan.runs[run_b]
+    return a.count == 0 and b.count == 0 and a.span_end_s == b.span_start_s
+
+
+def frozen_flags(frames: list[FrameResult], black: np.ndarray, plan: SamplePlan) -> np.ndarray:
+    """Frames that repeat their neighbour, in stretches of MIN_FROZEN_FRAMES or more."""
     same = np.zeros(len(frames), bool)  # same[i]: frame i repeats frame i-1
     for i in range(1, len(frames)):
-        if frames[i].run == frames[i - 1].run:
+        if _consecutive(plan, frames[i - 1].run, frames[i].run):
             a, b = frames[i].stats.thumb, frames[i - 1].stats.thumb
             same[i] = np.abs(a.astype(np.int16) - b).mean() < FREEZE_MAD
     flags = np.zeros(len(frames), bool)
@@ -126,7 +135,7 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
         # On black frames the picture-defect heads have nothing to judge; black says it all.
         flags = (probs[:, k] >= DEFECT_PROBABILITY) & ~black & allowed.get(kind, True)
         defects += _segments(flags, probs[:, k], spans, kind, min_frames)
-    frozen = frozen_flags(frames, black)
+    frozen = frozen_flags(frames, black, plan)
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))
     defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
     defects.sort(key=lambda d: (d.start_s, d.type))
