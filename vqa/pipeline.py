@@ -158,7 +158,8 @@ class Scorer:
                 if len(views) == self.batch_size:
                     self._infer(views, results)
             self._infer(views, results)
-            _conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors)
+            _conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors,
+                      reader.warnings)
 
     def _infer(self, views: list[np.ndarray], results: list[FrameResult]) -> None:
         if not views:
@@ -192,6 +193,7 @@ class _Video:
     frames: list[FrameResult] = field(default_factory=list)
     decoded: int = 0
     decode_errors: int = 0
+    reader_warnings: list[str] = field(default_factory=list)  # from the decoders, all segments
     attempt: int = 0  # a worker crash restarts the video once; older messages are stale
     finished: bool = False
 
@@ -251,7 +253,7 @@ class _Job:
         elif kind == "crash":
             if video.attempt == 0:  # the worker may have died of something else: once more
                 video.attempt += 1
-                video.frames, video.decoded, video.decode_errors = [], 0, 0
+                video.frames, video.decoded, video.decode_errors, video.reader_warnings = [], 0, 0, []
                 self._probe(idx)
             else:
                 self._fail(video, "E_WORKER_CRASH", f"the decode worker died twice on it (exit code {msg[2]})")
@@ -262,6 +264,7 @@ class _Job:
         elif kind == "done":
             video.decoded += msg[2]
             video.decode_errors += msg[3]
+            video.reader_warnings += msg[4]
             video.pending -= 1
             if video.pending == 0 and video.inflight == 0:
                 self._finish(video)
@@ -314,7 +317,8 @@ class _Job:
         record = video.record
         frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
         try:
-            _conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors)
+            _conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors,
+                      video.reader_warnings)
         except InputError as e:
             self._fail(video, e.code, e.message)
             return
@@ -324,17 +328,17 @@ class _Job:
 
 
 def _conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, planned: SamplePlan,
-              info: VideoInfo, decoded: int, decode_errors: int) -> None:
+              info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str]) -> None:
     """Fill a record from its frames in timeline order: counts, score, defects, warnings.
     ``plan`` is what the frames were read with, ``planned`` the plan the options made."""
     record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
     if not frames:
         raise InputError("no frame of the video could be decoded", code="E_DECODE")
     record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
-    record.warnings = _warnings(record, planned, info, decode_errors)
+    record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings)
 
 
-def _warnings(record: VideoScore, plan, info, decode_errors: int) -> list[str]:
+def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str]) -> list[str]:
     out = []
     if decode_errors:
         out.append(f"W_CORRUPT_FRAMES: {decode_errors} packets or frames failed to decode")
@@ -343,6 +347,13 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int) -> list[str]:
         out.append(f"W_TRUNCATED: {record.frames['sampled']} of {wanted} planned frames were found")
     if info.rotation:
         out.append(f"W_ROTATED: frames turned {info.rotation} degrees as the file asks")
+    # Segments of one video read by several workers can each notice the same thing: keep the first.
+    seen = {w.split(":", 1)[0] for w in out}
+    for w in reader_warnings:
+        code = w.split(":", 1)[0]
+        if code not in seen:
+            seen.add(code)
+            out.append(w)
     return out
 
 

@@ -7,7 +7,7 @@ thread, so N workers use N cores and never oversubscribe. Messages to the parent
 
     ("info", task_id, VideoInfo, keyframes_s) answer to a probe
     ("batch", task_id, slot, [FrameMeta...])  ``len(metas)`` views are in ring slot ``slot``
-    ("done", task_id, frames_decoded, decode_errors)
+    ("done", task_id, frames_decoded, decode_errors, warnings)
     ("error", task_id, code, message)         the task failed; the video gets an error record
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
             if metas:
                 link.send(("batch", task.task_id, slot, metas))
                 slot = None
-            link.send(("done", task.task_id, reader.frames_decoded, reader.decode_errors))
+            link.send(("done", task.task_id, reader.frames_decoded, reader.decode_errors, reader.warnings))
     finally:
         if slot is not None:  # taken but not handed over (an error mid-batch): keep it
             link.free.append(slot)

@@ -48,7 +48,8 @@ class VideoReader(ABC):
     """Reads frames of one video's first video stream; a context manager, ``close()`` is explicit.
 
     ``frames_decoded`` counts frames the decoder produced (including those skipped to reach a run);
-    ``decode_errors`` counts packets or frames that failed to decode.
+    ``decode_errors`` counts packets or frames that failed to decode; ``warnings`` collects
+    "W_CODE: message" strings a backend noticed while reading (passed on to the record).
     """
 
     BACKEND_NAME: ClassVar[str] = ""
@@ -62,6 +63,7 @@ class VideoReader(ABC):
         self.threads = threads
         self.frames_decoded = 0
         self.decode_errors = 0
+        self.warnings: list[str] = []
         self._last_pts_s: float | None = None  # pts of the last grabbed frame; None = at the start
         # A frame grabbed past the end of one run's span, kept for the next run.
         self._pending_pts_s: float | None = None
