@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from vqa import cli
+from vqa.inputs import expand_inputs, walk_videos
 from vqa.errors import ModelError, UsageError
 from vqa.types import VideoScore
 
@@ -229,9 +230,22 @@ def tree(tmp_path):
 
 
 def test_walk_videos_sorted_filtered_no_dir_symlinks(tree):
-    rel = [os.path.relpath(p, tree) for p in cli.walk_videos(str(tree))]
+    rel = [os.path.relpath(p, tree) for p in walk_videos(str(tree))]
     assert rel == ["a.MOV", "a_dir/x.webm", "b.mp4", "file_link.ts",
                    "sub/deeper/c.y4m", "sub/z.mkv"]
+
+
+def test_glob_patterns_replace_the_extension_list(tree):
+    rel = [os.path.relpath(p, tree) for p in walk_videos(str(tree), patterns=["*.MP4", "*.txt"])]
+    assert rel == ["b.mp4", "notes.txt"]
+
+
+def test_a_linked_file_leading_out_of_its_folder_gets_e_bad_path(tree, tmp_path):
+    inside = touch(tree / "sub" / "real.mkv")
+    os.symlink(inside, tree / "in_link.mp4")
+    got = {os.path.relpath(i.path, tree): i.error for i in expand_inputs([str(tree)])}
+    assert got["file_link.ts"][0] == "E_BAD_PATH"  # -> ../outside/linked.mp4
+    assert got["in_link.mp4"] is None and got["b.mp4"] is None
 
 
 def test_expand_inputs_mixes_files_folders_and_missing(tree, tmp_path):
@@ -239,17 +253,20 @@ def test_expand_inputs_mixes_files_folders_and_missing(tree, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     explicit = touch(tmp_path / "weird.bin")  # given explicitly, so scored whatever its name
-    got = cli.expand_inputs([str(explicit), str(tree / "sub"), "missing.mp4", str(empty)],
-                            warn=warnings.append)
-    assert got == [str(explicit), str(tree / "sub/deeper/c.y4m"), str(tree / "sub/z.mkv"),
-                   "missing.mp4"]
+    got = expand_inputs([str(explicit), str(tree / "sub"), "missing.mp4", str(empty)],
+                        warn=warnings.append)
+    assert [i.path for i in got] == [str(explicit), str(tree / "sub/deeper/c.y4m"),
+                                     str(tree / "sub/z.mkv"), "missing.mp4"]
+    assert [i.error and i.error[0] for i in got] == [None, None, None, "E_NOT_FOUND"]
     assert warnings == [f"no video files found in {empty}"]
 
 
 def test_folder_through_cli(fake, tree):
     result = run("score", str(tree))
-    assert result.exit_code == 0
-    assert len(jsonl(result.stdout)) == 6
+    assert result.exit_code == 1  # file_link.ts leads outside the folder
+    records = jsonl(result.stdout)
+    assert len(records) == 6
+    assert [r["error"]["code"] for r in records if r["status"] != "ok"] == ["E_BAD_PATH"]
 
 
 def test_cli_does_not_import_torch():

@@ -6,18 +6,19 @@ through the library, so a script can do the same without the CLI.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from contextlib import ExitStack, contextmanager
-from typing import Iterable, Iterator, TextIO
+from typing import Iterator, TextIO
 
 import click
 
 from vqa.errors import VQAError
+from vqa.inputs import expand_inputs
+from vqa.job import SCORED, STORED, Outcome, run_job
+from vqa.jobstore import JobStore, default_db_path
 from vqa.report import FORMATS, open_writer
-from vqa.types import VideoScore
-
-VIDEO_EXTENSIONS = frozenset(
-    "mp4 mov mkv webm avi m4v ts mpg mpeg wmv flv 3gp y4m".split())
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -32,58 +33,6 @@ Set VQA_DEBUG=1 to see the traceback instead of a one-line error."""
 
 def _debug() -> bool:
     return os.environ.get("VQA_DEBUG", "") not in ("", "0")
-
-
-def is_video_file(name: str) -> bool:
-    return os.path.splitext(name)[1][1:].lower() in VIDEO_EXTENSIONS
-
-
-def walk_videos(folder: str, *, on_error=None) -> list[str]:
-    """Video files under ``folder``, recursively, sorted by path.
-
-    Symlinked directories below ``folder`` are not followed (they can loop, or pull in
-    a whole other tree); symlinks to files are kept, since they name one video each.
-    """
-    found = []
-    for root, _dirs, files in os.walk(folder, followlinks=False, onerror=on_error):
-        found.extend(os.path.join(root, f) for f in files if is_video_file(f))
-    return sorted(found)
-
-
-def expand_inputs(paths: Iterable[str], *, warn=lambda msg: None) -> list[str]:
-    """Files as given (whatever their extension), folders expanded to their videos.
-
-    Paths that do not exist are kept so that each still gets an error record.
-    """
-    inputs: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            videos = walk_videos(p, on_error=lambda e: warn(f"cannot read {e.filename}: {e.strerror}"))
-            if not videos:
-                warn(f"no video files found in {p}")
-            inputs.extend(videos)
-        else:
-            inputs.append(p)
-    return inputs
-
-
-def not_found_record(path: str, config: dict) -> VideoScore:
-    return VideoScore(path=path, status="error", config=dict(config),
-                      error={"code": "E_NOT_FOUND", "message": f"no such file or directory: {path}"})
-
-
-def score_inputs(scorer, inputs: list[str], config: dict) -> Iterator[VideoScore]:
-    """One record per input, in input order; missing paths never reach the scorer."""
-    exists = [os.path.exists(p) for p in inputs]
-    scored = iter(scorer.score_many([p for p, e in zip(inputs, exists) if e]))
-    for p, e in zip(inputs, exists):
-        if not e:
-            yield not_found_record(p, config)
-        else:
-            record = next(scored, None)
-            if record is None:
-                raise RuntimeError(f"scorer returned no record for {p}")
-            yield record
 
 
 def _make_scorer(**options):
@@ -150,13 +99,42 @@ def cli():
     a quality category and timestamped defects."""
 
 
+class TimeoutType(click.ParamType):
+    name = "auto|SECONDS"
+
+    def convert(self, value, param, ctx):
+        text = str(value).strip().lower()
+        if text == "auto":
+            return text
+        try:
+            seconds = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not 'auto' or a number of seconds", param, ctx)
+        if not seconds >= 0:  # also refuses nan
+            self.fail(f"timeout must be >= 0 seconds (0: none), got {value}", param, ctx)
+        return seconds or None
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format. Default: table on a terminal, jsonl when piped or "
                    "with --output. json is one array written as results arrive; jsonl and csv add each record as it is scored.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              help="Write results to FILE instead of stdout ('-' is stdout).")
+              help="Write results to FILE instead of stdout ('-' is stdout). With a file, the job "
+                   "is resumable: see --db.")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Job store (SQLite) that makes the job resumable. Default: OUTPUT.vqa.db beside "
+                   "--output; none when writing to stdout. Re-running the same command skips the "
+                   "videos it holds (same path, size, mtime, model and options) and rewrites the "
+                   "output in full.")
+@click.option("--retry-failed", is_flag=True,
+              help="On resume, score again the videos whose stored record is an error.")
+@click.option("--glob", "patterns", multiple=True, metavar="PATTERN",
+              help="File-name pattern for searching folders, repeatable, e.g. --glob '*.mp4' "
+                   "(case-insensitive). Default: the video extensions listed above.")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first video that fails (after writing its record).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary on stderr.")
 @click.option("--frames", type=FramesType(), default="default", show_default=True,
               help="Frames to score: 'default' (the model's sampling plan), 'all' "
                    "(every frame, slow), or N frames spread over the video.")
@@ -166,7 +144,7 @@ def cli():
               help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
                    "scores within about a point of fp32 (see models/README.md).")
 @click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
-              show_default=True, help="Video decoder.")
+              show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
 @click.option("--batch-size", type=BatchSizeType(), default="auto", show_default=True,
               help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
                    "--mode throughput (where views per second peak on a 2-core machine; see vqa bench).")
@@ -174,73 +152,156 @@ def cli():
               help="What to optimise: the time to each video's result (latency) or videos per "
                    "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Decode worker processes (default: one per core; 0 decodes in this process).")
+              help="Decode worker processes (default: one per core; 0 decodes in this process, "
+                   "without the timeout and memory limit).")
+@click.option("--timeout", "timeout_s", type=TimeoutType(), default="auto", show_default=True,
+              help="Wall-clock limit in seconds for decoding one video (0: none); past it the "
+                   "worker is killed and replaced and the video gets E_TIMEOUT. auto scales with --frames.")
+@click.option("--worker-memory", "worker_memory_mb", type=click.IntRange(min=0), default=None,
+              help="Address-space limit per decode worker in MiB (0: none; default: the engine's).")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for inference (default: the backend decides).")
-def score(paths, fmt, output, frames, backend, precision, decoder, batch_size, mode, workers, model_dir,
-          threads):
+def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
+          decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
     """Score each video in PATHS (files, or folders searched recursively).
 
     Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
-    wmv flv 3gp y4m) in sorted order; symlinked subfolders are not followed. Every
-    input gets exactly one record, including paths that do not exist (E_NOT_FOUND).
+    wmv flv 3gp y4m) in sorted order; symlinked subfolders are not followed, and a linked
+    file that leads outside its folder gets E_BAD_PATH. Every input gets exactly one
+    record, including paths that do not exist (E_NOT_FOUND).
+
+    On a terminal, stderr shows progress while a job runs and a summary at the end.
     """
+    signal.signal(signal.SIGTERM, _terminate)
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
-    inputs = expand_inputs(paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    warn = lambda m: click.echo(f"warning: {m}", err=True)  # noqa: E731
+    inputs = expand_inputs(paths, patterns=patterns, warn=warn)
     if not inputs:
         click.echo("error: E_USAGE: no video files to score", err=True)
         sys.exit(EXIT_USAGE)
+    if db is None and to_file:
+        db = default_db_path(output)
 
-    try:
-        scorer = _make_scorer(backend=backend, precision=precision, decoder=decoder, frames=frames,
-                              mode=mode, workers=workers,
-                              batch_size=batch_size, model_dir=model_dir, threads=threads)
-    except VQAError as e:
-        if _debug():
-            raise
-        click.echo(f"error: {e.code}: {e.message}", err=True)
-        sys.exit(EXIT_USAGE)
-
-    config = dict(scorer.config) if isinstance(getattr(scorer, "config", None), dict) else {
-        "sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
-        "precision": precision, "mode": mode}
-    failed = 0
+    options = dict(backend=backend, precision=precision, decoder=decoder, frames=frames, mode=mode,
+                   workers=workers, batch_size=batch_size, model_dir=model_dir, threads=threads)
+    # Passed only when set, so the engine's own defaults stay the defaults.
+    if timeout_s != "auto":
+        options["timeout_s"] = timeout_s
+    if worker_memory_mb is not None:
+        options["worker_memory_mb"] = worker_memory_mb or None
     with ExitStack() as stack:
-        stack.enter_context(scorer)
+        try:
+            store = stack.enter_context(JobStore(db)) if db else None
+            scorer = stack.enter_context(_make_scorer(**options))
+        except VQAError as e:
+            if _debug():
+                raise
+            click.echo(f"error: {e.code}: {e.message}", err=True)
+            sys.exit(EXIT_USAGE)
+        config = dict(scorer.config) if isinstance(getattr(scorer, "config", None), dict) else {
+            "sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
+            "precision": precision, "mode": mode}
+        spec = getattr(scorer, "spec", None)
+        model = spec.to_dict() if spec is not None else {}
         try:
             stream = stack.enter_context(_open_output(output))
         except OSError as e:
             click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
             sys.exit(EXIT_USAGE)
+        tally = Tally(len(inputs))
+        # Progress only where a person watches stderr and the results are not on that screen.
+        show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
+        progress = stack.enter_context(_progress(len(inputs), show_progress))
         try:
-            with open_writer(fmt, stream, path_width=max(map(len, inputs))) as writer:
-                for record in score_inputs(scorer, inputs, config):
-                    writer.write(record)
-                    failed += not record.ok
+            with open_writer(fmt, stream, path_width=max(len(i.path) for i in inputs)) as writer:
+                for outcome in run_job(scorer, inputs, model=model, config=config, store=store,
+                                       retry_failed=retry_failed):
+                    writer.write(outcome.record)
+                    tally.add(outcome)
+                    progress.update(1)
+                    progress.set_postfix_str(tally.postfix(), refresh=False)
+                    if fail_fast and not outcome.ok:
+                        break
         except BrokenPipeError:
             # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(EXIT_SOME_FAILED if failed else EXIT_OK)
+            sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if _debug():
                 raise
             code = e.code if isinstance(e, VQAError) else "E_INTERNAL"
             click.echo(f"error: {code}: {e}", err=True)
             sys.exit(EXIT_INTERNAL)
-    sys.exit(EXIT_SOME_FAILED if failed else EXIT_OK)
+        progress.close()
+        if not quiet:
+            click.echo(tally.summary(), err=True)
+    sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
+
+
+def _terminate(signum, _frame):
+    # SIGTERM (a scheduler stopping the job) unwinds like Ctrl-C: workers stop, shared memory goes.
+    raise SystemExit(128 + signum)
+
+
+class Tally:
+    """Counts for the progress bar and the closing summary."""
+
+    def __init__(self, total: int):
+        self.total, self.ok, self.failed, self.stored, self.scored = total, 0, 0, 0, 0
+        self.started = time.monotonic()
+
+    def add(self, outcome: Outcome) -> None:
+        self.ok += outcome.ok
+        self.failed += not outcome.ok
+        self.stored += outcome.source == STORED
+        self.scored += outcome.source == SCORED
+
+    def postfix(self) -> str:
+        return f"ok={self.ok} failed={self.failed} skipped={self.stored}"
+
+    def summary(self) -> str:
+        elapsed = time.monotonic() - self.started
+        done = self.ok + self.failed
+        rate = self.scored / elapsed * 60 if elapsed > 0 else 0.0
+        head = f"vqa: {done} of {self.total} videos" if done < self.total else f"vqa: {done} videos"
+        return (f"{head}: {self.ok} ok, {self.failed} failed, {self.stored} skipped (already in the job "
+                f"store); {self.scored} scored in {elapsed:.1f} s, {rate:.1f} videos/min")
+
+
+class _NoProgress:
+    def update(self, n: int) -> None: ...
+    def set_postfix_str(self, s: str, refresh: bool = True) -> None: ...
+    def close(self) -> None: ...
+
+
+@contextmanager
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        yield _NoProgress()
+        return
+    from tqdm import tqdm  # count, rate and ETA, redrawn in place on stderr
+    bar = tqdm(total=total, unit="video", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 @contextmanager
 def _open_output(output: str | None) -> Iterator[TextIO]:
     """stdout (left open) or a UTF-8 file; newline='' so CSV keeps newlines inside fields."""
     if output in (None, "-"):
+        if hasattr(sys.stdout, "reconfigure"):
+            sys.stdout.reconfigure(errors="surrogateescape")
         yield sys.stdout
         return
-    with open(output, "w", encoding="utf-8", newline="") as f:
+    # surrogateescape: a non-UTF-8 filename goes into CSV as the bytes it has on disk
+    # (the JSON writers escape it instead, see vqa.report).
+    with open(output, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
         yield f
 
 

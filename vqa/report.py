@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, TextIO
 
@@ -92,6 +93,17 @@ CONTRACT_SCHEMA: dict[str, Any] = {
 }
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(d: Mapping[str, Any]) -> str:
+    """One record as JSON text, UTF-8 where possible. A path that is not valid UTF-8 carries
+    its raw bytes as lone surrogates (os.fsdecode); those are written as \\udcXX escapes, so
+    the line stays valid JSON and ``os.fsencode(json.loads(line)["path"])`` gives the bytes back."""
+    text = json.dumps(d, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _as_dict(record: VideoScore | Mapping[str, Any]) -> dict[str, Any]:
     return record.to_dict() if isinstance(record, VideoScore) else dict(record)
 
@@ -129,7 +141,7 @@ class Writer(ABC):
 
 class JsonlWriter(Writer):
     def write(self, record):
-        self.stream.write(json.dumps(_as_dict(record), ensure_ascii=False) + "\n")
+        self.stream.write(dumps(_as_dict(record)) + "\n")
         self.stream.flush()
 
 
@@ -142,7 +154,7 @@ class JsonWriter(Writer):
 
     def write(self, record):
         self.stream.write("[\n  " if self._count == 0 else ",\n  ")
-        self.stream.write(json.dumps(_as_dict(record), ensure_ascii=False))
+        self.stream.write(dumps(_as_dict(record)))
         self._count += 1
 
     def close(self):
