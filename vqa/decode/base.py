@@ -2,6 +2,11 @@
 
 A backend supplies four primitives (open, grab, retrieve, seek); ``VideoReader.read`` turns a
 ``SamplePlan`` into frames with them, so every backend selects frames by the same rule.
+
+Inputs are untrusted uploads, so what one video may cost is bounded here, for every backend:
+frame size (``MAX_PIXELS``, enforced by each backend at open), frames decoded
+(``MAX_DECODE_FRAMES``) and timeline read (``MAX_DURATION_S``). A cap that stops decoding is
+reported as a ``W_CAPPED`` warning, never silently.
 """
 from __future__ import annotations
 
@@ -21,6 +26,38 @@ SEEK_AHEAD_S = 2.0
 # Plan starts and frame timestamps are compared with this slack, so float noise between
 # backends (rational pts vs milliseconds) never moves a frame in or out of a run.
 PTS_TOLERANCE_S = 1e-6
+
+# Largest frame (width * height) a reader decodes: 8192x8192, about 67 Mpx. The largest
+# pictures the top levels of H.264, HEVC and AV1 allow are about 35.7 Mpx (8K UHD, 7680x4320,
+# is 33 Mpx), so every real video passes with 2x headroom, while one RGB frame stays under
+# 202 MB. FFmpeg's own limit is about 268 Mpx, or 2 GB for one 16-bit RGBA frame.
+MAX_PIXELS = 8192 * 8192
+# FFmpeg demuxers (their names, as FFmpeg's format_whitelist matches them) of real video
+# containers and raw video streams; both backends refuse anything else at open. mov covers
+# mp4/m4v/3gp/mj2, matroska covers mkv and webm. Left out on purpose: playlists and scripts
+# that open other files (hls, dash, concat), image sequences and single images (image2,
+# *_pipe), text rendered as video (tty), devices and network demuxers (lavfi, sdp, rtp,
+# rtsp), and headerless raw video (rawvideo).
+VIDEO_FORMATS = (
+    "mov", "matroska", "avi", "mpegts", "mpeg", "mpegvideo", "flv", "asf", "ivf", "obu",
+    "h264", "hevc", "vvc", "m4v", "mjpeg", "yuv4mpegpipe", "nut", "ogg", "mxf", "gif", "dv",
+)
+# Timeline read from one video: 6 hours. Runs planned past it are skipped (W_CAPPED), so a
+# file that declares a duration of years cannot keep a worker seeking and decoding for hours.
+MAX_DURATION_S = 6 * 3600.0
+# Frames decoded from one video: 6 hours at 60 fps. It only bites on high frame rates or on
+# timestamps that never advance (where the duration cap cannot), e.g. frames="all" on a
+# 240 fps slow-motion clip longer than 1.5 hours.
+MAX_DECODE_FRAMES = int(MAX_DURATION_S * 60)
+# W_VARIABLE_FPS: an interval between consecutive decoded frames is irregular when it is more
+# than this factor away from the median interval; the warning needs at least
+# VFR_MIN_IRREGULAR such intervals and VFR_MIN_SHARE of all intervals seen, so a few dropped
+# or corrupt frames in a constant-rate stream (one long gap each) do not raise it.
+VFR_RATIO = 1.5
+VFR_MIN_IRREGULAR = 3
+VFR_MIN_SHARE = 0.1
+# Intervals kept for the W_VARIABLE_FPS check (the first ones decoded; memory stays tiny).
+VFR_MAX_INTERVALS = 4096
 
 
 def check_input_path(path: str) -> None:
@@ -44,29 +81,62 @@ def check_input_path(path: str) -> None:
         raise InputError(f"cannot read {path!r}: permission denied", code="E_UNREADABLE")
 
 
+def check_frame_size(path: str, width: int, height: int, max_pixels: int, *, what: str) -> None:
+    """Raise E_TOO_MANY_PIXELS when ``width * height`` is above ``max_pixels``."""
+    if width * height > max_pixels:
+        raise InputError(
+            f"{path!r} {what} {width}x{height} frames ({width * height / 1e6:.1f} Mpx), above the "
+            f"{max_pixels / 1e6:.1f} Mpx this reader decodes; a real video this large needs a "
+            "reader made with a larger max_pixels", code="E_TOO_MANY_PIXELS")
+
+
+def _positive(name: str, value: object, kind: type | tuple[type, ...]) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise UsageError(f"{name} must be a number > 0, got {value!r}")
+
+
 class VideoReader(ABC):
     """Reads frames of one video's first video stream; a context manager, ``close()`` is explicit.
 
     ``frames_decoded`` counts frames the decoder produced (including those skipped to reach a run);
     ``decode_errors`` counts packets or frames that failed to decode; ``warnings`` collects
     "W_CODE: message" strings a backend noticed while reading (passed on to the record).
+
+    ``max_pixels``, ``max_frames`` and ``max_duration_s`` bound what one video may cost
+    (defaults: the module constants): a larger frame is ``E_TOO_MANY_PIXELS``; decoding stops
+    at the frame or time cap with a ``W_CAPPED`` warning. Warnings noticed while reading:
+    ``W_VARIABLE_FPS`` (irregular frame intervals), ``W_SIZE_CHANGED`` (frame size changed
+    mid-stream), ``W_CAPPED``.
     """
 
     BACKEND_NAME: ClassVar[str] = ""
     # Whether jumping ahead with a seek lands on exactly the frames sequential decoding gives.
     SEEKS_AHEAD: ClassVar[bool] = False
 
-    def __init__(self, path: str | os.PathLike[str], *, threads: int = 1):
+    def __init__(self, path: str | bytes | os.PathLike, *, threads: int = 1,
+                 max_pixels: int = MAX_PIXELS, max_frames: int = MAX_DECODE_FRAMES,
+                 max_duration_s: float = MAX_DURATION_S):
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise UsageError(f"threads must be an int >= 1, got {threads!r}")
-        self.path = os.fspath(path)
+        _positive("max_pixels", max_pixels, int)
+        _positive("max_frames", max_frames, int)
+        _positive("max_duration_s", max_duration_s, (int, float))
+        # str always: bytes names (not UTF-8) become surrogate-escaped str, as os.fsdecode does,
+        # which every os function and FFmpeg's open (through os.fsencode) turn back into bytes.
+        self.path = os.fsdecode(path)
         self.threads = threads
+        self.max_pixels, self.max_frames, self.max_duration_s = max_pixels, max_frames, max_duration_s
         self.frames_decoded = 0
         self.decode_errors = 0
         self.warnings: list[str] = []
         self._last_pts_s: float | None = None  # pts of the last grabbed frame; None = at the start
         # A frame grabbed past the end of one run's span, kept for the next run.
         self._pending_pts_s: float | None = None
+        self._capped = False  # a cap stopped decoding: every later run is empty
+        self._grab_pts_s: float | None = None  # pts of the previous grab, for frame intervals
+        self._intervals_s: list[float] = []
+        self._pts_backwards = 0  # consecutive grabs whose pts went back
+        self._frame_shape: tuple[int, int] | None = None
         self._closed = False
         check_input_path(self.path)
         try:
@@ -119,6 +189,11 @@ class VideoReader(ABC):
             yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
 
     def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
+        if self._capped:
+            return
+        if run.start_s > self.max_duration_s:
+            self._cap(f"runs past {self.max_duration_s:g} s were not read (duration cap)")
+            return
         start = run.start_s - PTS_TOLERANCE_S
         end = run.span_end_s - PTS_TOLERANCE_S if bounded else float("inf")
         last, pending = self._last_pts_s, self._pending_pts_s
@@ -130,7 +205,7 @@ class VideoReader(ABC):
             # A fresh reader asked to start later (a worker's segment) seeks even a short way.
             # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
             self._seek(run.start_s)
-            self._last_pts_s = pending = None
+            self._last_pts_s = pending = self._grab_pts_s = None
         else:
             pending = None
         taken = 0
@@ -143,6 +218,13 @@ class VideoReader(ABC):
                     break
                 self.frames_decoded += 1
                 self._last_pts_s = pts
+                self._note_interval(pts)
+                if self.frames_decoded > self.max_frames:  # one past the cap: there was more
+                    self._cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
+                    break
+                if pts > self.max_duration_s:
+                    self._cap(f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
+                    break
             if pts < start:
                 continue
             if pts >= end:
@@ -152,10 +234,51 @@ class VideoReader(ABC):
             if rgb is None:
                 self.decode_errors += 1
                 continue
+            self._note_shape(rgb, pts)
             yield Frame(run=k, pts_s=pts, rgb=rgb)
             taken += 1
+        self._check_intervals()
         if self.frames_decoded == 0:
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
+
+    # --- what reading noticed: warnings ---------------------------------------------------
+    def _warn(self, code: str, message: str) -> None:
+        if not any(w.startswith(code + ":") for w in self.warnings):
+            self.warnings.append(f"{code}: {message}")
+
+    def _cap(self, message: str) -> None:
+        self._capped = True
+        self._warn("W_CAPPED", message)
+
+    def _note_interval(self, pts: float) -> None:
+        prev, self._grab_pts_s = self._grab_pts_s, pts
+        if prev is not None and len(self._intervals_s) < VFR_MAX_INTERVALS:
+            d = pts - prev
+            if d > PTS_TOLERANCE_S:  # a duplicate timestamp says nothing
+                self._intervals_s.append(d)
+            elif d < -PTS_TOLERANCE_S:
+                self._pts_backwards += 1
+
+    def _check_intervals(self) -> None:
+        """W_VARIABLE_FPS when a good share of frame intervals is far from the median one."""
+        d = self._intervals_s
+        if (len(d) < VFR_MIN_IRREGULAR or self._pts_backwards
+                or any(w.startswith("W_VARIABLE_FPS:") for w in self.warnings)):
+            return  # too few intervals, or timestamps out of order (AVI with B-frames): no verdict
+        median = float(np.median(d))
+        irregular = sum(1 for x in d if x > median * VFR_RATIO or x * VFR_RATIO < median)
+        if irregular >= VFR_MIN_IRREGULAR and irregular >= VFR_MIN_SHARE * len(d):
+            self._warn("W_VARIABLE_FPS", f"{irregular} of {len(d)} frame intervals differ from "
+                       f"the median {median * 1000:.1f} ms by more than {VFR_RATIO}x "
+                       f"({min(d) * 1000:.1f}-{max(d) * 1000:.1f} ms)")
+
+    def _note_shape(self, rgb: np.ndarray, pts: float) -> None:
+        shape = (rgb.shape[1], rgb.shape[0])
+        if self._frame_shape is None:
+            self._frame_shape = shape
+        elif shape != self._frame_shape:
+            self._warn("W_SIZE_CHANGED", f"frame size changed from {self._frame_shape[0]}x"
+                       f"{self._frame_shape[1]} to {shape[0]}x{shape[1]} at {pts:.3f} s")
 
     def close(self) -> None:
         if not self._closed:

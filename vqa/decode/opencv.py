@@ -5,17 +5,34 @@ E_NOT_VIDEO (an audio-only file included), and it reports no per-packet decode e
 It never seeks ahead: CAP_PROP_POS_FRAMES lands on approximate frames for many streams, so
 runs are reached by decoding forward (grab without colour conversion); a run behind the
 decode position is reached by reopening the file, which is exact.
+
+Untrusted files: OpenCV takes FFmpeg options only from the OPENCV_FFMPEG_CAPTURE_OPTIONS
+environment variable, read at each open, so ``_capture`` sets it (under a lock, restored
+after) to allow the ``file`` protocol and the demuxers in ``VIDEO_FORMATS`` alone: playlists
+and concat scripts are refused (E_NOT_VIDEO) and never read the files they name. The frame
+size can only be checked after open (E_TOO_MANY_PIXELS above ``max_pixels``): by then
+OpenCV's FFmpeg has already decoded one frame of the declared size while probing the stream
+(bounded only by FFmpeg's own limit, about 268 Mpx), and OpenCV passes no ``max_pixels`` to
+its decoder, so a frame that grows mid-stream is allocated. The PyAV backend bounds both.
+Names that are not UTF-8 (which cv2 cannot take, and crashes on) are opened through
+/proc/self/fd.
 """
 from __future__ import annotations
 
+import os
+import threading
 from typing import ClassVar
 
 import cv2
 import numpy as np
 
-from vqa.decode.base import VideoReader
+from vqa.decode.base import VIDEO_FORMATS, VideoReader, check_frame_size
 from vqa.errors import InputError
 from vqa.types import VideoInfo
+
+_OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
+_SAFE_OPTIONS = f"protocol_whitelist;file|format_whitelist;{','.join(VIDEO_FORMATS)}"
+_ENV_LOCK = threading.Lock()  # threads of one process opening at once share the variable
 
 
 def _fourcc(value: float) -> str:
@@ -32,10 +49,38 @@ class OpenCVReader(VideoReader):
     SEEKS_AHEAD: ClassVar[bool] = False
 
     _cap: cv2.VideoCapture | None = None
+    _fd: int | None = None
+
+    def _source(self) -> str:
+        """The name OpenCV's FFmpeg opens: absolute (no "scheme:" prefix can be read into a
+        relative name), or /proc/self/fd/N of a descriptor held open for a non-UTF-8 name."""
+        try:
+            self.path.encode("utf-8")
+            return os.path.realpath(self.path)
+        except UnicodeEncodeError:
+            pass
+        if not os.path.isdir("/proc/self/fd"):
+            raise InputError(f"OpenCV cannot open {self.path!r}: its name is not UTF-8; rename "
+                             "it or use the pyav decoder", code="E_BAD_PATH")
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return f"/proc/self/fd/{self._fd}"
 
     def _capture(self) -> cv2.VideoCapture:
-        # Thread count passed at open: FFmpeg fixes it when the decoder starts.
-        cap = cv2.VideoCapture(self.path, cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, self.threads])
+        source = self._source()
+        with _ENV_LOCK:
+            saved = os.environ.get(_OPTIONS_ENV)
+            # Later keys win in FFmpeg's parse, so the safe options override the caller's.
+            os.environ[_OPTIONS_ENV] = _SAFE_OPTIONS if not saved else f"{saved}|{_SAFE_OPTIONS}"
+            try:
+                # Thread count passed at open: FFmpeg fixes it when the decoder starts.
+                cap = cv2.VideoCapture(source, cv2.CAP_FFMPEG,
+                                       [cv2.CAP_PROP_N_THREADS, self.threads])
+            finally:
+                if saved is None:
+                    del os.environ[_OPTIONS_ENV]
+                else:
+                    os.environ[_OPTIONS_ENV] = saved
         if cap.isOpened():
             cap.set(cv2.CAP_PROP_ORIENTATION_AUTO, 1)  # the default, made explicit: frames upright
         return cap
@@ -43,9 +88,11 @@ class OpenCVReader(VideoReader):
     def _open(self) -> VideoInfo:
         self._cap = self._capture()
         if not self._cap.isOpened():
-            raise InputError(f"OpenCV cannot open {self.path!r} as a video (not a video, or "
-                             "no video stream)", code="E_NOT_VIDEO")
+            raise InputError(f"OpenCV cannot open {self.path!r} as a video (not a video container "
+                             "it accepts, or no video stream)", code="E_NOT_VIDEO")
         get = self._cap.get
+        check_frame_size(self.path, int(get(cv2.CAP_PROP_FRAME_WIDTH)),
+                         int(get(cv2.CAP_PROP_FRAME_HEIGHT)), self.max_pixels, what="declares")
         fps = max(get(cv2.CAP_PROP_FPS), 0.0)
         frame_count = max(int(get(cv2.CAP_PROP_FRAME_COUNT)), 0)  # declared, else duration*fps
         rotation = int(get(cv2.CAP_PROP_ORIENTATION_META)) % 360 if hasattr(
@@ -79,5 +126,10 @@ class OpenCVReader(VideoReader):
 
     def _release(self) -> None:
         cap, self._cap = self._cap, None
-        if cap is not None:
-            cap.release()
+        fd, self._fd = self._fd, None
+        try:
+            if cap is not None:
+                cap.release()
+        finally:
+            if fd is not None:
+                os.close(fd)

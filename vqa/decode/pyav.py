@@ -1,17 +1,30 @@
-"""Default decode backend: PyAV (FFmpeg's libraries), exact timestamps and keyframe seeking."""
-from __future__ import annotations
+"""Default decode backend: PyAV (FFmpeg's libraries), exact timestamps and keyframe seeking.
 
-import os
+Untrusted files are opened defensively:
+
+- only FFmpeg's ``file`` protocol and only the demuxers in ``VIDEO_FORMATS``: a playlist
+  (HLS ``.m3u8``), an ffconcat script or an image-sequence pattern is refused at open
+  (E_NOT_VIDEO) and so can never make FFmpeg read the other files it names;
+- the frame size is checked before any frame is allocated: a first open reads the headers
+  with no decoder allowed (FFmpeg's probe would otherwise decode a frame of whatever size the
+  file declares), and a declared size above ``max_pixels`` is E_TOO_MANY_PIXELS;
+- every decoder, the probe's included where FFmpeg exposes the streams before probing, runs
+  with FFmpeg's ``max_pixels``, so a frame that grows past the cap mid-stream fails to decode
+  (counted in ``decode_errors``) instead of being allocated.
+"""
+from __future__ import annotations
 
 import collections
 import math
+import os
 from fractions import Fraction
 from typing import ClassVar
 
 import av
 import numpy as np
 
-from vqa.decode.base import PTS_TOLERANCE_S, SEEK_AHEAD_S, VideoReader
+from vqa.decode.base import (PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS, VideoReader,
+                             check_frame_size)
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -20,13 +33,23 @@ MAX_CONSECUTIVE_DECODE_ERRORS = 16
 # Seeks that land after their target (a sparse or wrong index) back off this many times,
 # each twice as far, before falling back to the start of the stream.
 SEEK_RETRIES = 3
+# A decoder whitelist naming no decoder: FFmpeg's stream probe then reads headers only.
+_NO_DECODER = "vqa-headers-only"
 
 
-def _open_container(path: str) -> av.container.InputContainer:
-    # Only the "file" protocol: a playlist or concat file posing as a video cannot make FFmpeg
-    # open http, tcp or pipes. It can still name other local files; a whitelist of container
-    # formats is what stops that (not done yet).
-    return av.open("file:" + os.path.realpath(path), mode="r", options={"protocol_whitelist": "file"})
+def _open_container(path: str, *, max_pixels: int,
+                    headers_only: bool = False) -> av.container.InputContainer:
+    """Open ``path`` through the file protocol alone, as one of ``VIDEO_FORMATS``.
+
+    ``headers_only`` forbids FFmpeg's probe every decoder, so no frame is allocated and the
+    stream's size is the one the file declares. Otherwise ``max_pixels`` reaches the probe's
+    decoders (for formats whose streams are known before probing: mp4, mkv, avi...).
+    """
+    container_options = {"protocol_whitelist": "file", "format_whitelist": ",".join(VIDEO_FORMATS)}
+    if headers_only:
+        container_options["codec_whitelist"] = _NO_DECODER
+    return av.open("file:" + os.path.realpath(path), mode="r",
+                   container_options=container_options, options={"max_pixels": str(max_pixels)})
 
 
 class PyAVReader(VideoReader):
@@ -39,7 +62,8 @@ class PyAVReader(VideoReader):
         """Keyframe times from the packets alone, through a second handle so decoding is
         undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
         try:
-            with _open_container(self.path) as container:
+            with _open_container(self.path, max_pixels=self.max_pixels,
+                                 headers_only=True) as container:
                 stream = container.streams.video[0]
                 times = []
                 for n, p in enumerate(container.demux(stream)):
@@ -51,23 +75,39 @@ class PyAVReader(VideoReader):
         except (av.error.FFmpegError, IndexError):
             return None
 
-    def _open(self) -> VideoInfo:
+    def _open_checked(self, *, headers_only: bool) -> av.container.InputContainer:
         try:
-            self._container = _open_container(self.path)
+            return _open_container(self.path, max_pixels=self.max_pixels, headers_only=headers_only)
         except av.error.FileNotFoundError:
             raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
         except av.error.PermissionError:
             raise InputError(f"cannot read {self.path!r}: permission denied",
                              code="E_UNREADABLE") from None
         except av.error.FFmpegError as exc:
-            raise InputError(f"{self.path!r} is not a container FFmpeg recognises ({exc.strerror})",
-                             code="E_NOT_VIDEO") from None
+            raise InputError(
+                f"{self.path!r} is not a video container FFmpeg recognises and this reader accepts "
+                f"({exc.strerror}); playlists, concat scripts and images are refused",
+                code="E_NOT_VIDEO") from None
+
+    def _open(self) -> VideoInfo:
+        # Headers first, with no decoder: the declared size is checked before any frame exists.
+        self._container = self._open_checked(headers_only=True)
         if not self._container.streams.video:
             kinds = sorted({s.type for s in self._container.streams}) or ["none"]
             raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
                              code="E_NO_VIDEO_STREAM")
+        declared = self._container.streams.video[0].codec_context
+        check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
+        self._container.close()
+        self._container = self._open_checked(headers_only=False)
+        if not self._container.streams.video:
+            raise InputError(f"{self.path!r} has no video stream FFmpeg can probe",
+                             code="E_NO_VIDEO_STREAM")
         stream = self._stream = self._container.streams.video[0]
         ctx = stream.codec_context
+        check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
+        # Every frame the decoder allocates is held to the cap, also one that grows mid-stream.
+        ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
         # Explicit, so parallel workers each decode on `threads` cores instead of all of them.
         ctx.thread_count = self.threads
         if self.threads > 1:
@@ -81,6 +121,7 @@ class PyAVReader(VideoReader):
         first = self._next_av_frame()
         if first is None:
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
+        check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
         self._queue.appendleft(first)
         # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns.
         self._rot_k = round(first.rotation / 90) % 4
@@ -149,8 +190,8 @@ class PyAVReader(VideoReader):
         return self._prev_pts_s
 
     def _retrieve(self) -> np.ndarray | None:
-        if self._frame is None:
-            return None
+        if self._frame is None or self._frame.width * self._frame.height > self.max_pixels:
+            return None  # counted as a decode error; FFmpeg's max_pixels should have refused it
         # swscale handles every input format (10-bit, 4:4:4, gray, alpha, full-range yuvj).
         rgb = self._frame.to_ndarray(format="rgb24")
         if self._rot_k:
