@@ -8,6 +8,7 @@ raises: it comes back as a ``status="error"`` record with a stable code.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import queue
@@ -38,6 +39,47 @@ AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 POLL_S = 0.05  # how long the consumer waits for a worker message before looking at inference
 SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
 
+# timeout_s="auto": a limit that only a stuck or pathological decode reaches. Each task (a probe,
+# or one decode segment) gets it, counted from when a worker takes the task, with the time spent
+# waiting for the parent's inference (back-pressure) left out: so it measures decoding alone.
+# A worker decoded 1080p H.264 at about 80 frames/s here, views included, and the README's
+# decode-only floor is about 58 frames/s per FFmpeg thread; 5 frames/s leaves room for 4K,
+# HEVC/AV1 in software and a slower or busier machine. A sampled plan decodes its frames plus,
+# before each run, up to a GOP from the keyframe the seek lands on (allowed: 10 s at 25 fps).
+AUTO_TIMEOUT_FPS = 5.0
+AUTO_TIMEOUT_SEEK_FRAMES = 250
+AUTO_TIMEOUT_MIN_S = 120.0  # also the probe's limit: opening, reading headers, the keyframe scan
+AUTO_TIMEOUT_MAX_S = 12 * 3600.0  # bounds a bogus declared frame count; pass a number for more
+# worker_memory_mb="auto": the address space (RLIMIT_AS, virtual, not resident) a worker may use
+# besides the shared ring. Measured here: 550 MiB at start-up (Python, numpy, OpenCV, FFmpeg's
+# libraries), a peak of 724 MiB decoding 1080p H.264 every frame with one FFmpeg thread and 823
+# MiB with two; each more FFmpeg thread reserves about 100 MiB (stack, malloc arena). A task
+# gets up to `workers` threads when its video cannot be split, hence the per-worker term.
+AUTO_MEMORY_BASE_MB = 2048
+AUTO_MEMORY_PER_THREAD_MB = 128
+AUTO_MEMORY_MIN_MB = 4096
+MIN_WORKER_MEMORY_MB = 256  # below this a worker cannot even start Python and its libraries
+
+
+def auto_timeout_s(info: VideoInfo, plan: SamplePlan) -> float:
+    """The decode limit of timeout_s="auto" for ``plan`` on a video of ``info``.
+
+    >>> info = VideoInfo(width=1920, height=1080, fps=25.0, duration_s=3600.0, frame_count=90000, codec="h264")
+    >>> auto_timeout_s(info, plan_frames(info, "all")), auto_timeout_s(info, plan_frames(info))
+    (18000.0, 406.4)
+    """
+    if info.frame_count <= 0:  # length unknown: the bound alone
+        return AUTO_TIMEOUT_MAX_S
+    if plan.mode == "all" or any(r.count == 0 for r in plan.runs):
+        frames = info.frame_count
+    else:
+        frames = min(info.frame_count, sum(r.count + AUTO_TIMEOUT_SEEK_FRAMES for r in plan.runs))
+    return min(AUTO_TIMEOUT_MAX_S, max(AUTO_TIMEOUT_MIN_S, frames / AUTO_TIMEOUT_FPS))
+
+
+def auto_worker_memory_mb(workers: int) -> int:
+    return max(AUTO_MEMORY_MIN_MB, AUTO_MEMORY_BASE_MB + AUTO_MEMORY_PER_THREAD_MB * workers)
+
 
 def _check_options(backend, decoder, frames, batch_size, threads, precision, mode) -> None:
     if mode not in MODES:
@@ -57,19 +99,48 @@ def _check_options(backend, decoder, frames, batch_size, threads, precision, mod
         raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
 
 
+def _check_limits(timeout_s, worker_memory_mb) -> None:
+    if not (timeout_s in ("auto", None) or (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+                                            and math.isfinite(timeout_s) and timeout_s >= 0)):
+        raise UsageError(f"timeout_s must be 'auto', None or 0 (no limit), or seconds > 0, got {timeout_s!r}")
+    if not (worker_memory_mb in ("auto", None, 0) or (isinstance(worker_memory_mb, int)
+                                                     and not isinstance(worker_memory_mb, bool)
+                                                     and worker_memory_mb >= MIN_WORKER_MEMORY_MB)):
+        raise UsageError(f"worker_memory_mb must be 'auto', None or 0 (no limit), or an integer >= "
+                         f"{MIN_WORKER_MEMORY_MB} (MiB), got {worker_memory_mb!r}")
+
+
 class Scorer:
     """Scores videos with one loaded model. Use as a context manager, or call ``close()``.
 
     >>> with Scorer(backend="openvino") as scorer:       # doctest: +SKIP
     ...     for result in scorer.score_many(["a.mp4", "b.mkv"]):
     ...         print(result.path, result.score, result.category)
+
+    Isolation, with decode workers (``workers >= 1``):
+
+    - ``timeout_s``: a wall-clock limit on each decode task: the probe, and each segment of a
+      video split across workers, counted from when a worker takes the task, not counting the
+      time it waits for this process's inference. ``"auto"``: ``auto_timeout_s`` after the
+      probe (120 s for the probe); ``None`` or 0: no limit. A task past it has its worker and
+      the worker's children killed and replaced; the video gets ``E_TIMEOUT``, the job goes on.
+    - ``worker_memory_mb``: each worker's address-space limit (RLIMIT_AS) in MiB, besides the
+      shared ring. ``"auto"``: ``auto_worker_memory_mb(workers)``; ``None`` or 0: no limit. An
+      allocation beyond it gives ``E_MEMORY_LIMIT`` (or ``E_WORKER_CRASH`` if it kills the worker).
+    - A worker that dies costs its video: it is retried once, then ``E_WORKER_CRASH``.
+
+    With ``workers=0`` videos decode in this process: nothing can stop a stuck decoder or cap
+    its memory, so ``timeout_s`` and ``worker_memory_mb`` are accepted but have no effect.
+    Neither enters ``config``: results do not depend on them.
     """
 
     def __init__(self, *, backend: str = DEFAULT_BACKEND, decoder: str = DEFAULT_DECODER,
                  frames: int | str = "default", batch_size: int | str = DEFAULT_BATCH_SIZE,
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 precision: str = "fp32", workers: int | None = None, mode: str = "throughput"):
+                 precision: str = "fp32", workers: int | None = None, mode: str = "throughput",
+                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto"):
         _check_options(backend, decoder, frames, batch_size, threads, precision, mode)
+        _check_limits(timeout_s, worker_memory_mb)
         if batch_size == "auto":
             batch_size = AUTO_BATCH_SIZE[mode]
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
@@ -77,6 +148,9 @@ class Scorer:
         self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
         self.threads = threads or os.cpu_count() or 1
         self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self.timeout_s = timeout_s or None
+        self.worker_memory_mb = (auto_worker_memory_mb(self.workers) if worker_memory_mb == "auto"
+                                 else worker_memory_mb or None)
         self._pool: WorkerPool | None = None
         self._ring: BatchRing | None = None
         self._task_ids = iter(range(1 << 62))
@@ -115,6 +189,8 @@ class Scorer:
             record.status = "ok"
         except VQAError as e:
             record.error = {"code": e.code, "message": e.message}
+        except MemoryError as e:  # the code a worker gives; here no limit applies, the machine ran out
+            record.error = {"code": "E_MEMORY_LIMIT", "message": f"out of memory on it: {type(e).__name__}"}
         except Exception as e:  # a decoder or model fault on one file must not end the batch
             record.error = {"code": "E_INTERNAL", "message": f"{type(e).__name__}: {e}"}
         return record
@@ -131,7 +207,8 @@ class Scorer:
     def _start_pool(self) -> tuple[WorkerPool, BatchRing]:
         if self._pool is None:
             self._ring = BatchRing(slots=SLOTS_PER_WORKER * self.workers, batch_size=self.batch_size)
-            self._pool = WorkerPool(mp.get_context("spawn"), self.workers, self._ring.spec, SLOTS_PER_WORKER)
+            self._pool = WorkerPool(mp.get_context("spawn"), self.workers, self._ring.spec, SLOTS_PER_WORKER,
+                                    memory_mb=self.worker_memory_mb)
         return self._pool, self._ring
 
     def _stop_pool(self) -> None:
@@ -195,6 +272,8 @@ class _Video:
     decode_errors: int = 0
     reader_warnings: list[str] = field(default_factory=list)  # from the decoders, all segments
     attempt: int = 0  # a worker crash restarts the video once; older messages are stale
+    tasks: set[int] = field(default_factory=set)  # this attempt's tasks not yet answered
+    timeout_s: float | None = None  # each decode task's limit, set after the probe
     finished: bool = False
 
 
@@ -230,13 +309,21 @@ class _Job:
         self._collect()
         self.finished = True
 
-    def _submit(self, idx: int, task) -> None:
+    def _submit(self, idx: int, task, timeout_s: float | None) -> None:
         task_id = next(self.s._task_ids)
         self.owner[task_id] = (idx, self.videos[idx].attempt)
-        self.pool.submit(replace(task, task_id=task_id))
+        self.videos[idx].tasks.add(task_id)
+        self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
 
     def _probe(self, idx: int) -> None:
-        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1))
+        timeout_s = AUTO_TIMEOUT_MIN_S if self.s.timeout_s == "auto" else self.s.timeout_s
+        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1), timeout_s)
+
+    def _cancel(self, video: _Video) -> None:
+        """Stop the video's unanswered tasks: their workers are replaced, not left to finish."""
+        for task_id in sorted(video.tasks):
+            self.pool.cancel(task_id)
+        video.tasks.clear()
 
     def _handle(self, msg) -> None:
         kind, task_id = msg[0], msg[1]
@@ -244,16 +331,25 @@ class _Job:
         video = self.videos[idx] if idx is not None else None
         if video is not None and (video.finished or attempt != video.attempt):
             video = None  # its answer is in, or it was restarted: this message is stale
-        if kind == "batch" and video is not None:
-            self._infer(idx, video, msg[2], msg[3])
-        elif kind == "batch":
-            self.pool.release(msg[2])
-        elif video is None:
+        if kind == "batch":
+            if video is not None:
+                self._infer(idx, video, msg[2], msg[3])
+            else:
+                self.pool.release(msg[2])
             return
+        if video is None:
+            return
+        video.tasks.discard(task_id)
+        if kind == "timeout":  # no retry: a second try would most likely take as long again
+            stage = "decoding" if video.info is not None else "opening"
+            self._fail(video, "E_TIMEOUT", f"{stage} it went past the {self._limit(video):g} s limit "
+                                           f"(timeout_s); its worker was stopped after {msg[2]:.1f} s")
         elif kind == "crash":
             if video.attempt == 0:  # the worker may have died of something else: once more
+                self._cancel(video)
                 video.attempt += 1
                 video.frames, video.decoded, video.decode_errors, video.reader_warnings = [], 0, 0, []
+                video.info = video.timeout_s = None
                 self._probe(idx)
             else:
                 self._fail(video, "E_WORKER_CRASH", f"the decode worker died twice on it (exit code {msg[2]})")
@@ -269,9 +365,16 @@ class _Job:
             if video.pending == 0 and video.inflight == 0:
                 self._finish(video)
 
+    def _limit(self, video: _Video) -> float:
+        if video.info is None:
+            return AUTO_TIMEOUT_MIN_S if self.s.timeout_s == "auto" else self.s.timeout_s
+        return video.timeout_s
+
     def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
         video.info = video.record.video = info
         video.planned = plan_frames(info, self.s.frames)
+        # Each segment gets the whole video's limit: it decodes no more than the whole video.
+        video.timeout_s = auto_timeout_s(info, video.planned) if self.s.timeout_s == "auto" else self.s.timeout_s
         video.record.sampling = video.planned.to_dict()
         video.plan, segments = split_plan(video.planned, self.parts, keyframes_s=keyframes)
         video.pending = len(segments)
@@ -279,7 +382,7 @@ class _Job:
         threads = max(1, self.parts // len(segments))
         for k, (sub, offset) in enumerate(segments):
             self._submit(idx, DecodeTask(0, self.paths[idx], self.s.decoder, sub, offset,
-                                         open_end=k == len(segments) - 1, threads=threads))
+                                         open_end=k == len(segments) - 1, threads=threads), video.timeout_s)
 
     def _infer(self, idx: int, video: _Video, slot: int, metas) -> None:
         """Start inference straight from the ring slot; the slot is released when it is back."""
@@ -309,6 +412,7 @@ class _Job:
                 self._finish(video)
 
     def _fail(self, video: _Video, code: str, message: str) -> None:
+        self._cancel(video)
         video.record.error = {"code": code, "message": message}
         video.frames = []
         video.finished = True

@@ -9,13 +9,23 @@ thread, so N workers use N cores and never oversubscribe. Messages to the parent
     ("batch", task_id, slot, [FrameMeta...])  ``len(metas)`` views are in ring slot ``slot``
     ("done", task_id, frames_decoded, decode_errors, warnings)
     ("error", task_id, code, message)         the task failed; the video gets an error record
+    ("ready", pid)                            once, at start-up: the worker takes tasks now
+
+A worker limits its own address space (``RLIMIT_AS``) at start-up when asked to: an allocation
+beyond it raises ``MemoryError`` there, reported as ``E_MEMORY_LIMIT``, instead of letting a
+runaway decoder push the machine into the kernel's OOM killer.
 """
 from __future__ import annotations
 
+import errno
+import math
 import os
+import signal
+import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from pathlib import Path
 
 from .batch import RingSpec, RingWriter
 from .decode import open_video
@@ -24,6 +34,8 @@ from .preprocess import FrameStats, fragments, frame_stats
 from .types import SamplePlan
 
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
+BOOT_TIMEOUT_S = 60.0  # a spawned worker that has not said "ready" by then is stuck: replace it
+MAX_BOOT_FAILURES = 3  # workers dying one after another before "ready": give up, do not loop
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,7 @@ class ProbeTask:
     path: str
     decoder: str
     want_keyframes: bool
+    timeout_s: float | None = None  # enforced by the parent (WorkerPool), from when a worker takes it
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class DecodeTask:
     run_offset: int  # index of the segment's first run in the video's plan
     open_end: bool  # the video's last segment: its last run may read to the end of the stream
     threads: int = 1  # FFmpeg threads: more than 1 only when a video could not be split
+    timeout_s: float | None = None  # enforced by the parent (WorkerPool), from when a worker takes it
 
 
 @dataclass(frozen=True)
@@ -125,26 +139,70 @@ def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
             link.free.append(slot)
 
 
-def worker_main(conn, ring_spec: RingSpec, slots) -> None:
+def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
+    """Cap this process's address space at ``memory_mb`` MiB plus the ring's mapping.
+
+    The ring is the parent's shared memory, sized by it, so it is added rather than counted
+    against the worker's own budget. Only the soft limit is set, never above the hard one."""
+    if not memory_mb:
+        return
+    import resource
+
+    limit = (memory_mb << 20) + ring_spec.slots * math.prod(ring_spec.slot_shape)  # uint8 views
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """True if ``exc`` is, or was raised while handling, a failed allocation: MemoryError
+    (av.error.MemoryError, FFmpeg's ENOMEM, is one; the decoders may wrap it in an InputError),
+    an OSError ENOMEM (mmap), or a lazy import whose library could not be mapped."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if (isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM)
+                or (isinstance(exc, ImportError) and "failed to map segment" in str(exc))):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _run(task, link: _Link, ring: RingWriter) -> None:
+    if isinstance(task, ProbeTask):
+        with open_video(task.path, backend=task.decoder, threads=1) as reader:
+            info = reader.info
+            keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
+        link.send(("info", task.task_id, info, keyframes))
+    else:
+        _decode(task, link, ring)
+
+
+def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None) -> None:
     """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
     link, ring = _Link(conn, slots), RingWriter(ring_spec)
+    # After the ring is mapped: a failed attach would unlink the parent's segment (CPython's
+    # SharedMemory does that on any OSError while opening it).
+    _limit_memory(memory_mb, ring_spec)
     try:
+        link.send(("ready", os.getpid()))
         while True:
             task = link.next_task()
+            error = None
             try:
-                if isinstance(task, ProbeTask):
-                    with open_video(task.path, backend=task.decoder, threads=1) as reader:
-                        info = reader.info
-                        keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
-                    link.send(("info", task.task_id, info, keyframes))
-                else:
-                    _decode(task, link, ring)
+                _run(task, link, ring)
             except (_Stop, BrokenPipeError, EOFError):
                 raise
-            except VQAError as e:
-                link.send(("error", task.task_id, e.code, e.message))
             except Exception as e:  # a decoder fault on one file must not take the worker down
-                link.send(("error", task.task_id, "E_INTERNAL", f"{type(e).__name__}: {e}"))
+                if _out_of_memory(e):
+                    error = ("E_MEMORY_LIMIT", f"the decode worker ran out of memory on it "
+                                               f"(worker_memory_mb={memory_mb or 'no limit'}): {type(e).__name__}")
+                elif isinstance(e, VQAError):
+                    error = (e.code, e.message)
+                else:
+                    error = ("E_INTERNAL", f"{type(e).__name__}: {e}")
+            if error is not None:  # sent outside the handler: the traceback's memory is free again
+                link.send(("error", task.task_id, *error))
     except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
         return  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
     finally:
@@ -152,63 +210,172 @@ def worker_main(conn, ring_spec: RingSpec, slots) -> None:
         conn.close()
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; psutil where that is missing, if installed)."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = [int(k) for f in Path(f"/proc/{parent}/task").glob("*/children")
+                    for k in f.read_text().split()]
+        except OSError:
+            kids = []
+        if not kids and not Path("/proc/self/task").exists():
+            try:
+                import psutil
+
+                kids = [c.pid for c in psutil.Process(parent).children()]
+            except Exception:  # psutil missing or the process gone: nothing more to find
+                kids = []
+        out += kids
+        todo += kids
+    return out
+
+
 @dataclass
 class _Worker:
     slots: range
     process: object = None
     conn: object = None
+    ready: bool = False  # said "ready": tasks may go to it
     task_id: int | None = None  # the task it is running
+    started_s: float = 0.0  # monotonic time the task (or, while booting, the process) started
+    deadline_s: float | None = None  # monotonic; pushed back by the time spent blocked on the parent
+    blocked_since_s: float | None = None  # every slot of its is with the parent (back-pressure)
+    blocked_total_s: float = 0.0
 
 
 class WorkerPool:
-    """The parent's side: starts the workers, hands tasks to idle ones, notices deaths.
+    """The parent's side: starts the workers, hands tasks to ready ones, notices deaths and
+    overruns.
 
     Each worker owns ``slots_per_worker`` ring slots; a batch message hands one to the parent,
-    ``release`` hands it back. ``get`` returns worker messages, plus ``("crash", task_id,
-    exitcode)`` for a task whose worker died (killed, segfault, out of memory); that worker
-    is replaced by a new one with the same slots.
+    ``release`` hands it back. ``get`` returns worker messages, plus
+
+    - ``("crash", task_id, exitcode)`` for a task whose worker died (killed, segfault, out of
+      memory); that worker is replaced by a new one with the same slots;
+    - ``("timeout", task_id, elapsed_s)`` for a task that ran past its ``timeout_s``; its
+      worker and the worker's child processes are killed and replaced.
+
+    A task's clock starts when a worker takes it (time in the queue does not count) and stops
+    while the worker waits for the parent to release one of its slots (the parent's inference,
+    not the decoder, is slow then).
     """
 
-    def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int):
-        self._ctx, self._spec, self._per = ctx, ring_spec, slots_per_worker
+    def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int,
+                 memory_mb: int | None = None):
+        self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
-        self._waiting: deque = deque()  # tasks for the next idle worker
+        self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
+        self._boot_failures = 0  # workers in a row that died before "ready"
         for w in self._workers:
             self._spawn(w)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers]
 
     def _spawn(self, w: _Worker) -> None:
         parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
-        w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free), daemon=True,
-                                      name="vqa-decode")
+        w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free, self._memory_mb),
+                                      daemon=True, name="vqa-decode")
         w.process.start()
         child_end.close()
-        w.conn, w.task_id = parent_end, None
+        w.conn, w.task_id, w.ready = parent_end, None, False
+        w.started_s, w.deadline_s = time.monotonic(), time.monotonic() + BOOT_TIMEOUT_S
+        w.blocked_since_s, w.blocked_total_s = None, 0.0
+
+    def _replace(self, w: _Worker, kill: bool) -> int | None:
+        """Kill (if asked) and reap the worker and anything it started; a new one takes its slots.
+        Returns the old worker's exit code."""
+        if kill:
+            family = _descendants(w.process.pid)
+            w.process.kill()
+            for pid in family:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass  # gone already
+        w.process.join()
+        if not w.ready:
+            self._boot_failures += 1
+            if self._boot_failures >= MAX_BOOT_FAILURES:
+                raise VQAError(f"decode workers die while starting (exit code {w.process.exitcode}); "
+                               f"is worker_memory_mb={self._memory_mb} too low?", code="E_WORKER_CRASH")
+        code = w.process.exitcode
+        w.conn.close()
+        self._spawn(w)
+        return code
 
     def submit(self, task) -> None:
         self._waiting.append(task)
         self._dispatch()
 
+    def cancel(self, task_id: int) -> None:
+        """Drop a queued task; kill and replace the worker running it. Nothing is reported."""
+        self._waiting = deque(t for t in self._waiting if t.task_id != task_id)
+        for w in self._workers:
+            if w.task_id == task_id:
+                self._replace(w, kill=True)
+        self._dispatch()
+
     def _dispatch(self) -> None:
         for w in self._workers:
-            if w.task_id is None and self._waiting and w.process.is_alive():
+            if w.ready and w.task_id is None and self._waiting and w.process.is_alive():
                 task = self._waiting.popleft()
                 w.task_id = task.task_id
+                w.started_s = time.monotonic()
+                w.deadline_s = w.started_s + task.timeout_s if task.timeout_s else None
+                w.blocked_since_s, w.blocked_total_s = None, 0.0
+                self._note_blocked(w)
                 try:
                     w.conn.send(("task", task))
                 except OSError:
                     pass  # it died; get() notices, blames this task and replaces the worker
 
+    def _note_blocked(self, w: _Worker) -> None:
+        """Stop the task's clock while the parent holds every slot of the worker's."""
+        now = time.monotonic()
+        blocked = w.task_id is not None and all(s in self._parent_held for s in w.slots)
+        if blocked and w.blocked_since_s is None:
+            w.blocked_since_s = now
+        elif not blocked and w.blocked_since_s is not None:
+            waited = now - w.blocked_since_s
+            w.blocked_total_s += waited
+            if w.deadline_s is not None:
+                w.deadline_s += waited
+            w.blocked_since_s = None
+
     def release(self, slot: int) -> None:
         self._parent_held.discard(slot)
         w = self._workers[slot // self._per]
+        self._note_blocked(w)
         try:
             w.conn.send(("release", slot))
         except OSError:
             pass  # a dead worker's replacement starts with its free slots
 
+    def _overrun(self):
+        """Replace the first worker past its deadline; its task's ("timeout", ...) or None."""
+        now = time.monotonic()
+        for w in self._workers:
+            if w.deadline_s is not None and w.blocked_since_s is None and now > w.deadline_s:
+                task_id, elapsed = w.task_id, now - w.started_s - w.blocked_total_s
+                self._replace(w, kill=True)
+                self._dispatch()
+                if task_id is not None:
+                    return ("timeout", task_id, elapsed)
+        return None
+
     def get(self, timeout_s: float):
+        overrun = self._overrun()
+        if overrun is not None:
+            return overrun
+        deadlines = [w.deadline_s for w in self._workers if w.deadline_s is not None and w.blocked_since_s is None]
+        if deadlines:
+            timeout_s = max(0.0, min(timeout_s, min(deadlines) - time.monotonic() + 0.001))
         conns = {w.conn: w for w in self._workers}
         sentinels = {w.process.sentinel: w for w in self._workers}
         for ready in wait([*conns, *sentinels], timeout_s):
@@ -218,21 +385,24 @@ class WorkerPool:
                     msg = w.conn.recv()
                 except (EOFError, OSError):
                     continue  # the sentinel says why
+                if msg[0] == "ready":
+                    w.ready, w.deadline_s, self._boot_failures = True, None, 0
+                    self._dispatch()
+                    return None
                 if msg[0] == "batch":
                     self._parent_held.add(msg[2])
+                    self._note_blocked(w)
                 if msg[0] in ("info", "done", "error"):
-                    w.task_id = None
+                    w.task_id, w.deadline_s, w.blocked_since_s = None, None, None
                     self._dispatch()
                 return msg
             w = sentinels[ready]
-            w.process.join()
-            task_id, code = w.task_id, w.process.exitcode
-            w.conn.close()
-            self._spawn(w)
+            task_id = w.task_id
+            code = self._replace(w, kill=False)
             self._dispatch()
             if task_id is not None:
                 return ("crash", task_id, code)
-        return None
+        return self._overrun()
 
     def close(self) -> None:
         for w in self._workers:
