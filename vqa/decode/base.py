@@ -192,7 +192,7 @@ class VideoReader(ABC):
         if self._capped:
             return
         if run.start_s > self.max_duration_s:
-            self._cap(f"runs past {self.max_duration_s:g} s were not read (duration cap)")
+            self._stop_at_cap(f"runs past {self.max_duration_s:g} s were not read (duration cap)")
             return
         start = run.start_s - PTS_TOLERANCE_S
         end = run.span_end_s - PTS_TOLERANCE_S if bounded else float("inf")
@@ -220,10 +220,10 @@ class VideoReader(ABC):
                 self._last_pts_s = pts
                 self._note_interval(pts)
                 if self.frames_decoded > self.max_frames:  # one past the cap: there was more
-                    self._cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
+                    self._stop_at_cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
                     break
                 if pts > self.max_duration_s:
-                    self._cap(f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
+                    self._stop_at_cap(f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
                     break
             if pts < start:
                 continue
@@ -246,7 +246,7 @@ class VideoReader(ABC):
         if not any(w.startswith(code + ":") for w in self.warnings):
             self.warnings.append(f"{code}: {message}")
 
-    def _cap(self, message: str) -> None:
+    def _stop_at_cap(self, message: str) -> None:
         self._capped = True
         self._warn("W_CAPPED", message)
 

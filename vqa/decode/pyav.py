@@ -219,8 +219,10 @@ class PyAVReader(VideoReader):
         for attempt in range(SEEK_RETRIES + 1):
             if attempt == SEEK_RETRIES:
                 target = 0.0  # last resort: the start, exact by construction
-            offset = self._start_pts + (math.floor(target / self._time_base)
-                                        if target > 0 else 0)
+            # The start itself by timestamp 0 or earlier: a backward seek to an MPEG-TS
+            # stream's own start time can find no keyframe at or before it.
+            offset = (self._start_pts + math.floor(target / self._time_base) if target > 0
+                      else min(self._start_pts, 0))
             try:
                 self._container.seek(int(offset), stream=self._stream, backward=True)
             except av.error.FFmpegError as exc:
@@ -232,7 +234,11 @@ class PyAVReader(VideoReader):
             self._reset()
             frame = self._next_av_frame()
             # Landing after t_s would silently skip frames of the run: back off and retry.
-            if frame is not None and self._pts_s(frame) > t_s + PTS_TOLERANCE_S and target > 0:
+            # Landing on nothing is the end of the stream, unless this reader has not decoded
+            # a frame yet: a timestamp seek in a short MPEG-TS (no index) can land past its
+            # data. Later on, a run past a truncated file's end must not decode it all again.
+            late = frame is not None and self._pts_s(frame) > t_s + PTS_TOLERANCE_S
+            if target > 0 and (late or (frame is None and self.frames_decoded == 0)):
                 target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
                 continue
             if frame is not None:
