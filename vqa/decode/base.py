@@ -223,7 +223,8 @@ class VideoReader(ABC):
                     self._stop_at_cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
                     break
                 if pts > self.max_duration_s:
-                    self._stop_at_cap(f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
+                    self._stop_at_cap(
+                        f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
                     break
             if pts < start:
                 continue
