@@ -211,22 +211,21 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None) 
 
 
 def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; psutil where that is missing, if installed)."""
+    """Every process below ``pid``: from /proc/<pid>/task/*/children on Linux, else from psutil
+    if it is installed, else none (FFmpeg decodes on threads; a worker starts no process)."""
+    proc = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
     out, todo = [], [pid]
     while todo:
         parent = todo.pop()
         try:
-            kids = [int(k) for f in Path(f"/proc/{parent}/task").glob("*/children")
-                    for k in f.read_text().split()]
-        except OSError:
-            kids = []
-        if not kids and not Path("/proc/self/task").exists():
-            try:
+            if proc:
+                kids = [int(k) for f in Path(f"/proc/{parent}/task").glob("*/children") for k in f.read_text().split()]
+            else:
                 import psutil
 
                 kids = [c.pid for c in psutil.Process(parent).children()]
-            except Exception:  # psutil missing or the process gone: nothing more to find
-                kids = []
+        except Exception:  # gone meanwhile, or psutil missing: nothing more to find there
+            kids = []
         out += kids
         todo += kids
     return out
