@@ -255,3 +255,40 @@ def test_segfaulted_worker_costs_only_its_video(clips, monkeypatch, kills, outco
     else:
         assert records[1].error["code"] == outcome
         assert f"exit code {-signal.SIGSEGV}" in records[1].error["message"]
+
+
+def test_the_clock_stops_while_the_parent_holds_every_slot(clips):
+    """Back-pressure is the parent's slowness, not the decoder's: a worker whose slots are all
+    held waits as long as it must, and only its decoding counts toward the limit."""
+    import multiprocessing as mp
+
+    from vqa.batch import BatchRing
+    from vqa.decode import open_video
+    from vqa.workers import DecodeTask
+
+    with open_video(clips["long"]) as reader:
+        plan = plan_frames(reader.info, "all")
+    ring = BatchRing(slots=3, batch_size=1)
+    pool = WorkerPool(mp.get_context("spawn"), 1, ring.spec, 3)
+    try:
+        pool.submit(DecodeTask(7, clips["long"], "pyav", plan, 0, open_end=True, timeout_s=1.0))
+        held, end = [], time.monotonic() + 3.0  # three times the limit, holding every slot
+        while time.monotonic() < end:
+            msg = pool.get(0.05)
+            assert msg is None or msg[0] in ("ready", "batch"), msg
+            if msg is not None and msg[0] == "batch":
+                held.append(msg[2])
+        assert len(held) == 3, held
+        for slot in held:
+            pool.release(slot)
+        start, msg = time.monotonic(), None
+        while msg is None or msg[0] == "batch":  # now it decodes: 250 frames of 1080p take longer
+            if msg is not None:
+                pool.release(msg[2])
+            msg = pool.get(0.05)
+            assert time.monotonic() - start < DEADLINE_S
+        assert msg[:2] == ("timeout", 7), msg
+        assert 1.0 <= msg[2] < 2.5  # the time it decoded, not the 3 s it waited
+    finally:
+        pool.close()
+        ring.close()

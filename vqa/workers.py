@@ -360,13 +360,23 @@ class WorkerPool:
         """Replace the first worker past its deadline; its task's ("timeout", ...) or None."""
         now = time.monotonic()
         for w in self._workers:
-            if w.deadline_s is not None and w.blocked_since_s is None and now > w.deadline_s:
-                task_id, elapsed = w.task_id, now - w.started_s - w.blocked_total_s
-                self._replace(w, kill=True)
-                self._dispatch()
-                if task_id is not None:
-                    return ("timeout", task_id, elapsed)
+            if w.deadline_s is None or w.blocked_since_s is not None or now <= w.deadline_s:
+                continue
+            if self._has_message(w):  # read what it sent first: maybe its answer, just in time
+                continue
+            task_id, elapsed = w.task_id, now - w.started_s - w.blocked_total_s
+            self._replace(w, kill=True)
+            self._dispatch()
+            if task_id is not None:
+                return ("timeout", task_id, elapsed)
         return None
+
+    @staticmethod
+    def _has_message(w: _Worker) -> bool:
+        try:
+            return w.conn.poll()
+        except OSError:
+            return False
 
     def get(self, timeout_s: float):
         overrun = self._overrun()
