@@ -125,7 +125,7 @@ def test_descendants_are_found(tmp_path):
 
 # --- timeouts -----------------------------------------------------------------------------
 
-def test_long_decode_times_out_among_quick_ones(clips):
+def test_long_decode_times_out_among_quick_ones(clips, validate_record):
     """(a) The long clip gets E_TIMEOUT, the quick ones are scored, in order, and the killed
     worker, the pool and the ring are all gone after close."""
     before = psm_segments()
@@ -141,6 +141,8 @@ def test_long_decode_times_out_among_quick_ones(clips):
     assert [r.status for r in records] == ["ok", "error", "ok"], [r.error for r in records]
     assert records[1].error["code"] == "E_TIMEOUT"
     assert "0.5 s limit" in records[1].error["message"]
+    for r in records:
+        validate_record(r)
     assert records[1].video is not None and records[1].video.height == 1080  # the probe got through
     assert took < 10, f"the job took {took:.1f} s after a 0.5 s timeout"
     assert ours

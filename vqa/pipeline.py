@@ -316,8 +316,8 @@ class _Job:
         self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
 
     def _probe(self, idx: int) -> None:
-        timeout_s = AUTO_TIMEOUT_MIN_S if self.s.timeout_s == "auto" else self.s.timeout_s
-        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1), timeout_s)
+        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1),
+                     self._limit(self.videos[idx]))
 
     def _cancel(self, video: _Video) -> None:
         """Stop the video's unanswered tasks: their workers are replaced, not left to finish."""
@@ -365,7 +365,8 @@ class _Job:
             if video.pending == 0 and video.inflight == 0:
                 self._finish(video)
 
-    def _limit(self, video: _Video) -> float:
+    def _limit(self, video: _Video) -> float | None:
+        """The limit of the video's tasks: the probe's until it is planned, then the decode's."""
         if video.info is None:
             return AUTO_TIMEOUT_MIN_S if self.s.timeout_s == "auto" else self.s.timeout_s
         return video.timeout_s
