@@ -18,7 +18,7 @@ from engine_helpers import alive, mapped_segments, psm_segments, wait_until
 from test_engine import assert_no_segment_left, decode_workers, run_with_deadline
 
 from vqa import Scorer, UsageError
-from vqa.pipeline import (AUTO_TIMEOUT_MAX_S, AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb)
+from vqa.limits import AUTO_TIMEOUT_MAX_S, AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb
 from vqa.sample import plan_frames
 from vqa.types import VideoInfo
 from vqa.workers import WorkerPool, _descendants

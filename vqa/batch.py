@@ -52,7 +52,10 @@ class BatchRing:
             return
         self._array = None  # drop the exported buffer before closing the mapping
         self._shm.close()
-        self._shm.unlink()
+        try:
+            self._shm.unlink()
+        except FileNotFoundError:
+            pass  # already gone: a worker that failed to attach unlinks it (CPython's SharedMemory)
         self._shm = None
 
     def __enter__(self) -> BatchRing:

@@ -155,10 +155,12 @@ class TimeoutType(click.ParamType):
               help="Decode worker processes (default: one per core; 0 decodes in this process, "
                    "without the timeout and memory limit).")
 @click.option("--timeout", "timeout_s", type=TimeoutType(), default="auto", show_default=True,
-              help="Wall-clock limit in seconds for decoding one video (0: none); past it the "
-                   "worker is killed and replaced and the video gets E_TIMEOUT. auto scales with --frames.")
+              help="Wall-clock limit in seconds on each decode task of a video (the probe, each part "
+                   "split across workers; 0: none). Past it the worker is killed and replaced and "
+                   "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
 @click.option("--worker-memory", "worker_memory_mb", type=click.IntRange(min=0), default=None,
-              help="Address-space limit per decode worker in MiB (0: none; default: the engine's).")
+              help="Address-space limit (RLIMIT_AS) per decode worker in MiB, at least 256 "
+                   "(0: none; default 4096). Past it the video gets E_MEMORY_LIMIT.")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,

@@ -156,12 +156,16 @@ class PyAVReader(VideoReader):
             except StopIteration:
                 self._eof = True
                 break
+            except MemoryError:  # ENOMEM is the worker's memory limit, not a corrupt packet
+                raise
             except av.error.FFmpegError:  # a demux error ends the generator: start a new one
                 self._packets = self._container.demux(self._stream)
                 self._count_error()
                 continue
             try:
                 self._queue.extend(packet.decode())
+            except MemoryError:
+                raise
             except (av.error.InvalidDataError, av.error.FFmpegError, ValueError):
                 self._count_error()
                 continue
