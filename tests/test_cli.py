@@ -161,6 +161,24 @@ def test_all_ok_exit_0_and_options_passed(fake, tmp_path):
     assert scorer.closed
 
 
+@pytest.mark.parametrize("args, limits", [
+    ([], {}),  # the engine's auto limits
+    (["--timeout", "0", "--worker-memory", "0"], {"timeout_s": None, "worker_memory_mb": None}),
+    (["--timeout", "2.5", "--worker-memory", "1024"], {"timeout_s": 2.5, "worker_memory_mb": 1024}),
+])
+def test_limits_passed_to_the_scorer(fake, tmp_path, args, limits):
+    clip = touch(tmp_path / "clip.mp4")
+    assert run("score", str(clip), *args).exit_code == 0
+    (scorer,) = fake.instances
+    assert {k: v for k, v in scorer.options.items() if k in ("timeout_s", "worker_memory_mb")} == limits
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_bad_timeout_is_a_usage_error(fake, tmp_path, value):
+    clip = touch(tmp_path / "clip.mp4")
+    assert run("score", str(clip), "--timeout", value).exit_code == 2
+
+
 def test_missing_path_gets_record_in_order_and_exit_1(fake, tmp_path):
     a, c = touch(tmp_path / "a.mp4"), touch(tmp_path / "c.mp4")
     missing = str(tmp_path / "b.mp4")
