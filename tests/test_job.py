@@ -13,20 +13,12 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from test_cli import FakeScorer, touch
+from test_cli import FakeScorer, fake, touch  # noqa: F401 - fake is a fixture
 
 from vqa import cli
 from vqa.inputs import Input
 from vqa.job import SCORED, STORED, run_job
 from vqa.jobstore import Identity, JobStore, config_key, default_db_path
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    FakeScorer.instances = []
-    monkeypatch.setattr(cli, "_make_scorer", FakeScorer)
-    monkeypatch.delenv("VQA_DEBUG", raising=False)
-    return FakeScorer
 
 
 def run(*args):
