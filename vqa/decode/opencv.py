@@ -30,6 +30,13 @@ from vqa.decode.base import VIDEO_FORMATS, VideoReader, check_frame_size
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
+# FFmpeg inside OpenCV logs every broken packet to stderr, over the progress bar and the
+# summary, and OpenCV warns on each refused open; the record already says what failed.
+# Quiet unless the user set these. The FFmpeg level is read at each open.
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
+if "OPENCV_LOG_LEVEL" not in os.environ:
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+
 _OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
 _SAFE_OPTIONS = f"protocol_whitelist;file|format_whitelist;{','.join(VIDEO_FORMATS)}"
 _ENV_LOCK = threading.Lock()  # threads of one process opening at once share the variable
