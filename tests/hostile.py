@@ -293,6 +293,34 @@ def newline_name(folder: Path) -> str:
     return str(path)
 
 
+def _patched(src: Path, dst: Path, old: bytes, new: bytes) -> str:
+    data = src.read_bytes()
+    assert data.count(old) == 1 and len(old) == len(new), old
+    dst.write_bytes(data.replace(old, new))
+    src.unlink()
+    return str(dst)
+
+
+def bad_metadata(folder: Path) -> str:
+    """A Matroska title tag that is not UTF-8 (found by fuzzing: PyAV refused the whole file)."""
+    src = folder / "plain.mkv"
+    with av.open(str(src), mode="w") as container:
+        container.metadata["title"] = "TITLE-PLACEHOLDER"
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
+        for rgb in _frames(10):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
+        container.mux(stream.encode())
+    return _patched(src, folder / "latin1_title.mkv", b"TITLE-PLACEHOLDER", b"caf\xe9 \xff\xfe  title   ")
+
+
+def unknown_codec(folder: Path) -> str:
+    """A Matroska codec id no decoder knows (found by fuzzing: PyAV gives no codec context)."""
+    src = folder / "plain.mkv"
+    write_clip(src, _frames(10))
+    return _patched(src, folder / "unknown_codec.mkv", b"V_MPEG4/ISO/AVC", b"V_MPEG9/ISO/ZZZ")
+
+
 # name -> (generator, status, error code (None when ok), warning codes the record must carry)
 CASES = {
     "zero_bytes": (zero_bytes, "error", "E_EMPTY", ()),
@@ -319,6 +347,8 @@ CASES = {
     "symlink_loop": (symlink_loop, "error", "E_UNREADABLE", ()),
     "non_utf8_name": (non_utf8_name, "ok", None, ()),
     "newline_name": (newline_name, "ok", None, ()),
+    "bad_metadata": (bad_metadata, "ok", None, ()),
+    "unknown_codec": (unknown_codec, "error", "E_DECODE", ()),
 }
 # Checked apart, as another user: root reads a mode-000 file.
 UNREADABLE = (unreadable, "error", "E_UNREADABLE", ())

@@ -48,7 +48,8 @@ def _open_container(path: str, *, max_pixels: int,
     container_options = {"protocol_whitelist": "file", "format_whitelist": ",".join(VIDEO_FORMATS)}
     if headers_only:
         container_options["codec_whitelist"] = _NO_DECODER
-    return av.open("file:" + os.path.realpath(path), mode="r",
+    # metadata_errors: tags are untrusted bytes too; a non-UTF-8 title must not fail the open.
+    return av.open("file:" + os.path.realpath(path), mode="r", metadata_errors="replace",
                    container_options=container_options, options={"max_pixels": str(max_pixels)})
 
 
@@ -89,6 +90,12 @@ class PyAVReader(VideoReader):
                 f"({exc.strerror}); playlists, concat scripts and images are refused",
                 code="E_NOT_VIDEO") from None
 
+    def _codec_context(self) -> av.codec.context.CodecContext:
+        ctx = self._container.streams.video[0].codec_context
+        if ctx is None:  # PyAV has no context where FFmpeg has no decoder for the codec id
+            raise InputError(f"{self.path!r}: FFmpeg has no decoder for its video codec", code="E_DECODE")
+        return ctx
+
     def _open(self) -> VideoInfo:
         # Headers first, with no decoder: the declared size is checked before any frame exists.
         self._container = self._open_checked(headers_only=True)
@@ -96,7 +103,7 @@ class PyAVReader(VideoReader):
             kinds = sorted({s.type for s in self._container.streams}) or ["none"]
             raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
                              code="E_NO_VIDEO_STREAM")
-        declared = self._container.streams.video[0].codec_context
+        declared = self._codec_context()
         check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
         self._container.close()
         self._container = self._open_checked(headers_only=False)
@@ -104,7 +111,7 @@ class PyAVReader(VideoReader):
             raise InputError(f"{self.path!r} has no video stream FFmpeg can probe",
                              code="E_NO_VIDEO_STREAM")
         stream = self._stream = self._container.streams.video[0]
-        ctx = stream.codec_context
+        ctx = self._codec_context()
         check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
         # Every frame the decoder allocates is held to the cap, also one that grows mid-stream.
         ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
@@ -158,7 +165,9 @@ class PyAVReader(VideoReader):
                 break
             except MemoryError:  # ENOMEM is the worker's memory limit, not a corrupt packet
                 raise
-            except av.error.FFmpegError:  # a demux error ends the generator: start a new one
+            # A demux error ends the generator: start a new one. IndexError is PyAV meeting a
+            # stream that appeared mid-file (MPEG-TS can announce one anywhere).
+            except (av.error.FFmpegError, IndexError):
                 self._packets = self._container.demux(self._stream)
                 self._count_error()
                 continue
