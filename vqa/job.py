@@ -26,10 +26,15 @@ class Outcome:
         return self.record["status"] == "ok"
 
 
-def run_job(scorer, inputs: list[Input], *, model: dict[str, Any], config: dict[str, Any],
-            store: JobStore | None = None, retry_failed: bool = False) -> Iterator[Outcome]:
+def run_job(scorer, inputs: list[Input | str], *, store: JobStore | None = None, retry_failed: bool = False,
+            model: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per input, in order. Each new record is committed to ``store``
-    before it is yielded, so whatever the caller has written is also stored."""
+    before it is yielded, so whatever the caller has written is also stored.
+
+    ``model`` and ``config`` (what keys a stored record) default to the scorer's own."""
+    inputs = [item if isinstance(item, Input) else Input(item) for item in inputs]
+    model = scorer.spec.to_dict() if model is None else model
+    config = dict(scorer.config) if config is None else config
     key = config_key(model, config)
     steps: list[tuple[str, Any]] = []
     for item in inputs:
