@@ -45,17 +45,20 @@ def run_job(scorer, inputs: list[Input | str], *, store: JobStore | None = None,
             steps.append((CHECKED, record.to_dict()))
             continue
         identity = Identity.of(item.path) if store is not None else None
-        stored = store.get(identity, key) if identity is not None else None
-        if stored is not None and (stored["status"] == "ok" or not retry_failed):
-            steps.append((STORED, stored))
+        status = store.status(identity, key) if identity is not None else None
+        if status is not None and (status == "ok" or not retry_failed):
+            steps.append((STORED, identity))  # the record is read when its turn comes
         else:
             steps.append((SCORED, identity))
 
     scored = scorer.score_many([item.path for item, (kind, _) in zip(inputs, steps) if kind == SCORED])
     try:
         for item, (kind, value) in zip(inputs, steps):
-            if kind != SCORED:
+            if kind == CHECKED:
                 yield Outcome(value, kind)
+                continue
+            if kind == STORED:
+                yield Outcome(store.get(value, key), kind)
                 continue
             result = next(scored, None)
             if result is None:

@@ -87,6 +87,13 @@ class JobStore:
             os.close(self._lock_fd)
             raise UsageError(f"cannot use {path} as a job store: {e}") from None
 
+    def status(self, identity: Identity, config: str) -> str | None:
+        """"ok" or "error" for a stored record, None when there is none."""
+        row = self._db.execute(
+            "SELECT status FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
+            (identity.path, identity.size, identity.mtime_ns, config)).fetchone()
+        return None if row is None else row[0]
+
     def get(self, identity: Identity, config: str) -> dict[str, Any] | None:
         row = self._db.execute(
             "SELECT record FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
