@@ -126,6 +126,28 @@ def test_not_a_database_is_a_usage_error(fake, folder, tmp_path):
     assert result.exit_code == 2 and "job store" in result.stderr
 
 
+def test_another_sqlite_database_is_refused_untouched(fake, folder, tmp_path):
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    result = run(folder, "--db", db)
+    assert result.exit_code == 2 and "not a vqa job store" in result.stderr
+    with sqlite3.connect(db) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["users"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
+def test_a_full_disk_is_one_clean_error_and_the_store_keeps_the_results(fake, folder, tmp_path, fmt):
+    db = tmp_path / "job.db"
+    result = run(folder, "--output", "/dev/full", "--db", db, "--format", fmt)
+    assert result.exit_code == 3
+    assert "E_OUTPUT" in result.stderr and "re-run to resume" in result.stderr
+    assert "Traceback" not in result.stderr
+    with JobStore(str(db)) as store:
+        assert store.count() >= 1
+
+
 class WatchingScorer(FakeScorer):
     """Checks, before each record after the first, that the earlier ones are already on disk."""
 

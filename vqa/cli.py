@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Iterator, TextIO
 
 import click
@@ -27,7 +27,8 @@ Exit status:
   0  every video was scored
   1  some videos failed; each still has a record with status "error"
   2  usage error: bad option, missing model or backend (nothing scored)
-  3  the run stopped early on an internal error; output so far is valid
+  3  the run stopped early: an internal error, or the output could not be
+     written (E_OUTPUT); records so far are valid and in the job store
 Set VQA_DEBUG=1 to see the traceback instead of a one-line error."""
 
 
@@ -219,15 +220,17 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
         show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
         progress = stack.enter_context(_progress(len(inputs), show_progress))
         try:
-            with open_writer(fmt, stream, path_width=max(len(i.path) for i in inputs)) as writer:
+            with _guard_output(output, store, open_writer, fmt, stream,  # CSV writes its header now
+                               path_width=max(len(i.path) for i in inputs)) as writer:
                 for outcome in run_job(scorer, inputs, model=model, config=config, store=store,
                                        retry_failed=retry_failed):
-                    writer.write(outcome.record)
+                    _guard_output(output, store, writer.write, outcome.record)
                     tally.add(outcome)
                     progress.update(1)
                     progress.set_postfix_str(tally.postfix(), refresh=False)
                     if fail_fast and not outcome.ok:
                         break
+                _guard_output(output, store, writer.close)  # a full disk shows here, not at exit
         except BrokenPipeError:
             # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -242,6 +245,21 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
         if not quiet:
             click.echo(tally.summary(), err=True)
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
+
+
+class OutputError(VQAError):
+    code = "E_OUTPUT"
+
+
+def _guard_output(output, store, write, *args, **kwargs):
+    """``write(*args, **kwargs)``; a failing disk or file system becomes one E_OUTPUT error."""
+    try:
+        return write(*args, **kwargs)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        kept = "; every record so far is in the job store: re-run to resume" if store else ""
+        raise OutputError(f"cannot write {output or 'stdout'}: {e.strerror}{kept}") from None
 
 
 def _terminate(signum, _frame):
@@ -303,8 +321,15 @@ def _open_output(output: str | None) -> Iterator[TextIO]:
         return
     # surrogateescape: a non-UTF-8 filename goes into CSV as the bytes it has on disk
     # (the JSON writers escape it instead, see vqa.report).
-    with open(output, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+    f = open(output, "w", encoding="utf-8", errors="surrogateescape", newline="")
+    try:
         yield f
+    except BaseException:
+        # Already failing (a full disk, Ctrl-C): a second error from flushing must not hide it.
+        with suppress(OSError):
+            f.close()
+        raise
+    f.close()
 
 
 @cli.command()

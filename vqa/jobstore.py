@@ -22,6 +22,7 @@ from typing import Any
 
 from vqa.errors import UsageError
 
+SCHEMA_VERSION = 1  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     path BLOB NOT NULL,          -- os.fsencode(path): any bytes a filename can hold
@@ -82,10 +83,24 @@ class JobStore:
             self._db = sqlite3.connect(path, isolation_level=None)  # autocommit: one statement, one commit
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            tables = self._db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            if version != SCHEMA_VERSION and (version or tables):
+                raise UsageError(f"{path} is not a vqa job store of this version (schema {version}, "
+                                 f"expected {SCHEMA_VERSION}); pass another --db")
             self._db.execute(SCHEMA)
-        except sqlite3.DatabaseError as e:
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except (sqlite3.DatabaseError, UsageError) as e:
+            self._db_close_quietly()
             os.close(self._lock_fd)
+            if isinstance(e, UsageError):
+                raise
             raise UsageError(f"cannot use {path} as a job store: {e}") from None
+
+    def _db_close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
 
     def status(self, identity: Identity, config: str) -> str | None:
         """"ok" or "error" for a stored record, None when there is none."""

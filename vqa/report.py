@@ -135,8 +135,12 @@ class Writer(ABC):
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        try:
+            self.close()
+        except OSError:
+            if exc_type is None:  # an error on the way out already says what went wrong
+                raise
 
 
 class JsonlWriter(Writer):
