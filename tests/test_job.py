@@ -144,8 +144,8 @@ def test_a_full_disk_is_one_clean_error_and_the_store_keeps_the_results(fake, fo
     assert result.exit_code == 3
     assert "E_OUTPUT" in result.stderr and "re-run to resume" in result.stderr
     assert "Traceback" not in result.stderr
-    with JobStore(str(db)) as store:
-        assert store.count() >= 1
+    with JobStore(str(db)) as store:  # the first record is stored before its write fails
+        assert store.count() == (0 if fmt == "csv" else 1)  # CSV fails on its header
 
 
 class WatchingScorer(FakeScorer):

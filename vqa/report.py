@@ -160,6 +160,7 @@ class JsonWriter(Writer):
         self.stream.write("[\n  " if self._count == 0 else ",\n  ")
         self.stream.write(dumps(_as_dict(record)))
         self._count += 1
+        self.stream.flush()
 
     def close(self):
         if not self.closed:
