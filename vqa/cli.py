@@ -175,7 +175,9 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     file that leads outside its folder gets E_BAD_PATH. Every input gets exactly one
     record, including paths that do not exist (E_NOT_FOUND).
 
-    On a terminal, stderr shows progress while a job runs and a summary at the end.
+    A progress bar shows on stderr when it is a terminal, and a one-line summary
+    on stderr ends every run (--quiet drops both). With --output, the job is
+    resumable: run the same command again after any interruption.
     """
     signal.signal(signal.SIGTERM, _terminate)
     to_file = output not in (None, "-")
