@@ -350,3 +350,45 @@ def test_frozen_stretch_across_a_split_every_frame_plan_is_unchanged():
     b = aggregate(frames_for(split), split, 2.0)[2]
     assert [d.to_dict() for d in a] == [d.to_dict() for d in b]
     assert [d.type for d in a] == ["frozen"]
+
+
+def test_freeze_chain_keeps_only_the_first_and_last_thumbnails_of_a_read():
+    from vqa.aggregate import FreezeChain
+    st = [stats(thumb_seed=i) for i in range(6)]
+    chain = FreezeChain()
+    for s in st:
+        chain.add(s)
+    assert [s.thumb is not None for s in st] == [True, False, False, False, False, True]
+    assert st[0].mad_prev is None and all(s.mad_prev > 50 for s in st[1:])  # random thumbs differ
+
+
+@pytest.mark.parametrize("cut", [None, 2, 5, 7])
+def test_chained_reads_find_the_same_freezes_as_whole_thumbnails(cut):
+    """Frames chained as a worker task reads them (cut: where a second task takes over) give
+    the same defects as frames that keep every thumbnail."""
+    import copy
+
+    from vqa.aggregate import FreezeChain
+    n, fps = 10, 5.0
+    still = np.zeros((THUMB[1], THUMB[0]), np.uint8)
+    st = [stats(thumb=still) if (1 <= i <= 3 or 6 <= i <= 8) else stats(thumb_seed=i) for i in range(n)]
+    if cut is None:
+        plan = SamplePlan(mode="all", runs=(Run(0.0, 0, 0.0, 2.0),), requested=None)
+        reads = [range(n)]
+    else:
+        plan = SamplePlan(mode="all", runs=(Run(0.0, 0, 0.0, cut / fps), Run(cut / fps, 0, cut / fps, 2.0)),
+                          requested=None)
+        reads = [range(cut), range(cut, n)]
+    def frames(stats_list):
+        return [FrameResult(0 if cut is None or i < cut else 1, i / fps, outputs(), s)
+                for i, s in enumerate(stats_list)]
+    expected = aggregate(frames(st), plan, 2.0)[2]
+    chained = copy.deepcopy(st)
+    for read in reads:
+        chain = FreezeChain()
+        for i in read:
+            chain.add(chained[i])
+    got = aggregate(frames(chained), plan, 2.0)[2]
+    assert [d.to_dict() for d in got] == [d.to_dict() for d in expected]
+    assert [d.type for d in got] == ["frozen", "frozen"]
+    assert sum(s.thumb is not None for s in chained) == 2 * len(reads)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .aggregate import FrameResult, aggregate
+from .aggregate import FrameResult, FreezeChain, aggregate
 from .batch import BatchRing
 from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
@@ -176,9 +176,11 @@ class Scorer:
             record.sampling = plan.to_dict()
             results: list[FrameResult] = []
             views: list[np.ndarray] = []
+            chain = FreezeChain()
             for frame in reader.read(plan):
                 views.append(fragments(frame.rgb))
                 results.append(FrameResult(frame.run, frame.pts_s, None, frame_stats(frame.rgb)))
+                chain.add(results[-1].stats)
                 if len(views) == self.batch_size:
                     self._infer(views, results)
             self._infer(views, results)
@@ -218,6 +220,7 @@ class _Video:
     decoded: int = 0
     decode_errors: int = 0
     reader_warnings: list[str] = field(default_factory=list)  # from the decoders, all segments
+    chains: dict[int, FreezeChain] = field(default_factory=dict)  # task id -> its frames so far
     attempt: int = 0  # a worker crash restarts the video once; older messages are stale
     tasks: set[int] = field(default_factory=set)  # this attempt's tasks not yet answered
     timeout_s: float | None = None  # each decode task's limit, set after the probe
@@ -280,6 +283,9 @@ class _Job:
             video = None  # its answer is in, or it was restarted: this message is stale
         if kind == "batch":
             if video is not None:
+                chain = video.chains.setdefault(task_id, FreezeChain())  # a task's batches come in order
+                for meta in msg[3]:
+                    chain.add(meta.stats)
                 self._infer(idx, video, msg[2], msg[3])
             else:
                 self.pool.release(msg[2])
@@ -296,6 +302,7 @@ class _Job:
                 self._cancel(video)
                 video.attempt += 1
                 video.frames, video.decoded, video.decode_errors, video.reader_warnings = [], 0, 0, []
+                video.chains = {}
                 video.info = video.timeout_s = None
                 self._probe(idx)
             else:

@@ -23,13 +23,18 @@ VIEW = GRID * PATCH  # 224
 THUMB = (128, 72)  # width, height of the grey thumbnail used for freeze detection
 
 
-@dataclass(frozen=True)
+@dataclass
 class FrameStats:
-    """What the frozen/black detectors need from a frame, computed where the frame is."""
+    """What the frozen/black detectors need from a frame, computed where the frame is.
+
+    ``vqa.aggregate.FreezeChain`` fills ``mad_prev`` and then drops the thumbnail of every
+    frame but the first and last of a read, so memory does not grow with the frame count.
+    """
 
     luma_mean: float  # 0..255
     luma_p98: float  # 98th percentile of luma, 0..255
-    thumb: np.ndarray  # THUMB-sized uint8 grey image
+    thumb: np.ndarray | None  # THUMB-sized uint8 grey image
+    mad_prev: float | None = None  # thumbnail difference to the frame read just before it
 
 
 def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
