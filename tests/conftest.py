@@ -17,7 +17,9 @@ import jsonschema
 import numpy as np
 import pytest
 from clips import write_clip
+from fakes import FakeScorer
 
+import vqa.cli
 from vqa.report import CONTRACT_SCHEMA
 
 FPS = 25
@@ -167,3 +169,12 @@ def validate_record():
         return d
 
     return check
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The CLI builds a FakeScorer (tests/fakes.py) instead of loading the model."""
+    FakeScorer.instances = []
+    monkeypatch.setattr(vqa.cli, "_make_scorer", FakeScorer)
+    monkeypatch.delenv("VQA_DEBUG", raising=False)
+    return FakeScorer

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from test_cli import FakeScorer, fake, touch  # noqa: F401 - fake is a fixture
+from fakes import FakeScorer, touch
 
 from vqa import cli
 from vqa.inputs import Input
