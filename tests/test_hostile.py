@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from clips import textured_frames, write_clip
-from hostile import CASES, UNREADABLE, good_clip, hls_playlist, ffconcat, huge_resolution
+from hostile import (CASES, UNREADABLE, ffconcat, good_clip, hls_playlist, huge_resolution, truncated_with_index,
+                     variable_fps)
 
 from vqa import Scorer
 from vqa.decode import AVAILABLE_BACKENDS, open_video
@@ -260,3 +261,15 @@ def test_huge_resolution_memory_is_bounded(tmp_path):
     code, peak_mb = out.stdout.split()
     assert code == "E_TOO_MANY_PIXELS"
     assert int(peak_mb) < HUGE_RSS_LIMIT_MB, f"peak RSS {peak_mb} MB"
+
+
+def test_every_frame_reading_reports_truncation_against_the_declared_count(tmp_path):
+    """--frames all has no planned count to fall short of: the container's own frame count is
+    the measure, and only where the container states one (a VFR estimate is no promise)."""
+    cut, good, vfr = truncated_with_index(tmp_path), good_clip(tmp_path), variable_fps(tmp_path)
+    with Scorer(frames="all", workers=0) as s:
+        records = {os.path.basename(r.path): r for r in s.score_many([cut, good, vfr])}
+    codes = {name: {w.split(":", 1)[0] for w in r.warnings} for name, r in records.items()}
+    assert "W_TRUNCATED" in codes[os.path.basename(cut)]
+    assert codes[os.path.basename(good)] == set()
+    assert codes[os.path.basename(vfr)] == {"W_VARIABLE_FPS"}

@@ -37,6 +37,9 @@ MAX_BATCH_SIZE = 256
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 POLL_S = 0.05  # how long the consumer waits for a worker message before looking at inference
+# Reading every frame, fewer frames than the container declares is truncation; this slack
+# allows for edit lists and encoder delay, which can hide a frame or two.
+TRUNCATED_SLACK = 0.02
 SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
 
 def _check_options(backend, decoder, frames, batch_size, threads, precision, mode) -> None:
@@ -401,9 +404,12 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
     out = []
     if decode_errors:
         out.append(f"W_CORRUPT_FRAMES: {decode_errors} packets or frames failed to decode")
-    wanted = sum(r.count for r in plan.runs)
-    if all(r.count > 0 for r in plan.runs) and record.frames["sampled"] < wanted:
-        out.append(f"W_TRUNCATED: {record.frames['sampled']} of {wanted} planned frames were found")
+    sampled, wanted = record.frames["sampled"], sum(r.count for r in plan.runs)
+    if all(r.count > 0 for r in plan.runs) and sampled < wanted:
+        out.append(f"W_TRUNCATED: {sampled} of {wanted} planned frames were found")
+    elif (plan.mode == "all" and info.frame_count_declared
+          and sampled < info.frame_count * (1 - TRUNCATED_SLACK) - 1):
+        out.append(f"W_TRUNCATED: {sampled} of the {info.frame_count} frames the file declares were found")
     if info.rotation:
         out.append(f"W_ROTATED: frames turned {info.rotation} degrees as the file asks")
     # Segments of one video read by several workers can each notice the same thing: keep the first.

@@ -25,6 +25,7 @@ class VideoInfo:
     codec: str
     rotation: int = 0  # degrees clockwise the decoder turns frames to display them
     pixel_format: str = ""
+    frame_count_declared: bool = False  # the container states frame_count (not an estimate)
 
     def to_dict(self) -> dict[str, Any]:
         return {

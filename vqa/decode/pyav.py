@@ -143,7 +143,7 @@ class PyAVReader(VideoReader):
             duration = 0.0
         return VideoInfo(
             width=width, height=height, fps=self._fps, duration_s=duration,
-            frame_count=stream.frames or round(duration * self._fps),
+            frame_count=stream.frames or round(duration * self._fps), frame_count_declared=stream.frames > 0,
             codec=ctx.name, rotation=(-90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
 
