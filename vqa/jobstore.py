@@ -102,18 +102,19 @@ class JobStore:
         if db is not None:
             db.close()
 
-    def status(self, identity: Identity, config: str) -> str | None:
-        """"ok" or "error" for a stored record, None when there is none."""
+    def _lookup(self, column: str, identity: Identity, config: str):
         row = self._db.execute(
-            "SELECT status FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
+            f"SELECT {column} FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
             (identity.path, identity.size, identity.mtime_ns, config)).fetchone()
         return None if row is None else row[0]
 
+    def status(self, identity: Identity, config: str) -> str | None:
+        """"ok" or "error" for a stored record, None when there is none."""
+        return self._lookup("status", identity, config)
+
     def get(self, identity: Identity, config: str) -> dict[str, Any] | None:
-        row = self._db.execute(
-            "SELECT record FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
-            (identity.path, identity.size, identity.mtime_ns, config)).fetchone()
-        return None if row is None else json.loads(row[0])
+        record = self._lookup("record", identity, config)
+        return None if record is None else json.loads(record)
 
     def put(self, identity: Identity, config: str, record: dict[str, Any]) -> None:
         self._db.execute(
