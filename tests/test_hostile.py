@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 from clips import textured_frames, write_clip
 from hostile import (CASES, UNREADABLE, ffconcat, good_clip, hls_playlist, huge_resolution, truncated_with_index,
@@ -273,3 +275,25 @@ def test_every_frame_reading_reports_truncation_against_the_declared_count(tmp_p
     assert "W_TRUNCATED" in codes[os.path.basename(cut)]
     assert codes[os.path.basename(good)] == set()
     assert codes[os.path.basename(vfr)] == {"W_VARIABLE_FPS"}
+
+
+@pytest.mark.parametrize("frames", ["all", "default", 24])
+def test_avi_with_b_frames_gets_timestamps_in_display_order(tmp_path, frames):
+    """AVI has no presentation times, so FFmpeg labels H.264 B-frames in decode order
+    (1, 4, 3, 5, 2...). Frame i is painted grey level 30 + 5 * (i % 40): each frame read must
+    sit at its own timestamp, one after the other, with nothing skipped inside a run."""
+    path = tmp_path / "bframes.avi"
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=25, options={"crf": "10", "g": "25", "bf": "3"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(200):
+            grey = np.full((48, 64, 3), 30 + 5 * (i % 40), np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(grey, format="rgb24")))
+        container.mux(stream.encode())
+    with open_video(path, backend="pyav") as reader:
+        got = [(f.run, round(f.pts_s * 25), round((f.rgb.mean() - 30) / 5) % 40)
+               for f in reader.read(plan_frames(reader.info, frames))]
+        assert not reader.warnings
+    assert len({(pts - index) % 40 for _, pts, index in got}) == 1  # one constant offset
+    for (run_a, pts_a, _), (run_b, pts_b, _) in zip(got, got[1:]):
+        assert pts_b > pts_a and (run_a != run_b or pts_b == pts_a + 1)

@@ -15,6 +15,7 @@ Untrusted files are opened defensively:
 from __future__ import annotations
 
 import collections
+import heapq
 import math
 import os
 from fractions import Fraction
@@ -33,6 +34,11 @@ MAX_CONSECUTIVE_DECODE_ERRORS = 16
 # Seeks that land after their target (a sparse or wrong index) back off this many times,
 # each twice as far, before falling back to the start of the stream.
 SEEK_RETRIES = 3
+# AVI stores no presentation times: FFmpeg labels frames with their decode order, so with
+# B-frames the labels come out shuffled (1, 4, 3, 5, 2, ...) although the frames are in
+# display order. Holding this many decoded frames (H.264's largest reorder buffer) and handing
+# out the smallest label each time gives every frame its place.
+AVI_REORDER_FRAMES = 16
 # A decoder whitelist naming no decoder: FFmpeg's stream probe then reads headers only.
 _NO_DECODER = "vqa-headers-only"
 
@@ -122,6 +128,7 @@ class PyAVReader(VideoReader):
         self._time_base = stream.time_base or Fraction(1, 1_000_000)
         self._start_pts = stream.start_time or 0
         self._fps = float(stream.average_rate or stream.guessed_rate or 0)
+        self._relabel = self._container.format.name == "avi"
         self._reset()
 
         # The display matrix rides on decoded frames, so peek at the first one and keep it.
@@ -129,7 +136,7 @@ class PyAVReader(VideoReader):
         if first is None:
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
         check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
-        self._queue.appendleft(first)
+        self._ready.append(first)
         # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns.
         self._rot_k = round(first.rotation / 90) % 4
         width, height = first.width, first.height
@@ -150,14 +157,25 @@ class PyAVReader(VideoReader):
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
         self._packets = self._container.demux(self._stream)
-        self._queue: collections.deque[av.VideoFrame] = collections.deque()
+        self._queue: collections.deque[av.VideoFrame] = collections.deque()  # decoded, not yet out
+        self._ready: collections.deque[av.VideoFrame] = collections.deque()  # out, put back
+        self._labels: list[int] = []  # heap of the queued frames' pts, when relabelling
         self._frame: av.VideoFrame | None = None
         self._prev_pts_s: float | None = None
         self._eof = False
         self._consecutive_errors = 0
 
     def _next_av_frame(self) -> av.VideoFrame | None:
-        while not self._queue and not self._eof:
+        if self._ready:
+            return self._ready.popleft()
+        frame = self._decode_next(AVI_REORDER_FRAMES if self._relabel else 1)
+        if frame is not None and self._relabel and frame.pts is not None and self._labels:
+            frame.pts = heapq.heappop(self._labels)
+        return frame
+
+    def _decode_next(self, depth: int) -> av.VideoFrame | None:
+        """The next decoded frame, once ``depth`` frames are decoded ahead (or the stream ends)."""
+        while len(self._queue) < depth and not self._eof:
             try:
                 packet = next(self._packets)
             except StopIteration:
@@ -172,13 +190,18 @@ class PyAVReader(VideoReader):
                 self._count_error()
                 continue
             try:
-                self._queue.extend(packet.decode())
+                frames = packet.decode()
             except MemoryError:
                 raise
             except (av.error.InvalidDataError, av.error.FFmpegError, ValueError):
                 self._count_error()
                 continue
             self._consecutive_errors = 0
+            self._queue.extend(frames)
+            if self._relabel:
+                for f in frames:
+                    if f.pts is not None:
+                        heapq.heappush(self._labels, f.pts)
         return self._queue.popleft() if self._queue else None
 
     def _count_error(self) -> None:
@@ -255,7 +278,7 @@ class PyAVReader(VideoReader):
                 target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
                 continue
             if frame is not None:
-                self._queue.appendleft(frame)
+                self._ready.append(frame)
             return
 
     def _release(self) -> None:
