@@ -306,7 +306,13 @@ def _progress(total: int, enabled: bool):
         yield _NoProgress()
         return
     from tqdm import tqdm  # count, rate and ETA, redrawn in place on stderr
-    bar = tqdm(total=total, unit="video", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    try:
+        sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except OSError:
+        sized = False
+    # A terminal that reports no size (some containers' ptys) hides tqdm's bar: assume 80x24.
+    sizes = {"dynamic_ncols": True} if sized else {"ncols": 80, "nrows": 24}
+    bar = tqdm(total=total, unit="video", file=sys.stderr, smoothing=0.1, **sizes)
     try:
         yield bar
     finally:

@@ -1,0 +1,80 @@
+"""The command as a person or a scheduler meets it: a progress bar on a terminal, nothing of it
+in a log, and SIGTERM stopping a job cleanly so that the next run resumes it."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vqa.jobstore import default_db_path
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def folder(make_clip, tmp_path_factory):
+    d = tmp_path_factory.mktemp("videos")
+    for i in range(8):
+        shutil.copy(make_clip("clean"), d / f"clip{i}.mp4")
+    return d
+
+
+def command(folder, out) -> list[str]:
+    return [sys.executable, "-m", "vqa.cli", "score", str(folder), "--output", str(out), "--workers", "2"]
+
+
+def test_progress_bar_on_a_terminal_summary_only_in_a_log(folder, tmp_path):
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.Popen(command(folder, tmp_path / "a.jsonl"), stdout=subprocess.DEVNULL,
+                            stderr=secondary, env=env)
+    os.close(secondary)
+    seen, deadline = b"", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not select.select([primary], [], [], 1.0)[0]:
+            if proc.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=10)
+    os.close(primary)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "8/8" in text and "video/s" in text  # tqdm's count and rate
+    assert "vqa: 8 videos: 8 ok" in text
+
+    logged = subprocess.run(command(folder, tmp_path / "b.jsonl"), capture_output=True, timeout=120)
+    assert logged.returncode == 0
+    lines = logged.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vqa: 8 videos: 8 ok")  # no bar in a log
+
+
+def test_sigterm_stops_cleanly_and_the_rerun_finishes(folder, tmp_path):
+    out = tmp_path / "results.jsonl"
+    proc = subprocess.Popen(command(folder, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(default_db_path(str(out))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 128 + signal.SIGTERM), err.decode()  # 0: it had just finished
+    assert b"Traceback" not in err
+    again = subprocess.run(command(folder, out), capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr.decode()
+    names = [os.path.basename(json.loads(line)["path"]) for line in out.read_text().splitlines()]
+    assert names == sorted(os.listdir(folder))
