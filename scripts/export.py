@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import openvino as ov
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vqa.infer.network import QualityNet  # noqa: E402
-from vqa.preprocess import GRID, PATCH, VIEW  # noqa: E402
+from vqa.preprocess import GRID, PATCH, VIEW, WORK_SHORT_SIDE  # noqa: E402
 from vqa.types import MODEL_DEFECTS  # noqa: E402
 
 
@@ -34,11 +33,31 @@ def main() -> None:
     ap.add_argument("--weights", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--name", default="vqa-effl0")
-    ap.add_argument("--version", default="1.0.0")
+    ap.add_argument("--version", default="2.0.0")
+    ap.add_argument("--pytorch-only", action="store_true",
+                    help="manifest for the PyTorch weights alone (where OpenVINO is not installed)")
     a = ap.parse_args()
     net = QualityNet()
     net.load_state_dict(torch.load(a.weights, weights_only=True, map_location="cpu"))
     net.eval()
+    files = {"pytorch": a.weights.name}
+    if not a.pytorch_only:
+        files.update(export_openvino(net, a.out / f"{a.name}.xml"))
+    manifest = {
+        "name": a.name,
+        "version": a.version,
+        "outputs": ["score", *MODEL_DEFECTS],
+        "input": {"view": "fragments", "grid": GRID, "patch": PATCH, "size": VIEW, "layout": "NHWC",
+                  "dtype": "uint8", "channels": "RGB", "work_short_side": WORK_SHORT_SIDE},
+        "files": files,
+        "sha256": {k: sha256(a.out / f) for k, f in files.items()},
+    }
+    (a.out / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(json.dumps(manifest, indent=2))
+
+
+def export_openvino(net: QualityNet, xml: Path) -> dict:
+    import openvino as ov
     example = torch.rand(2, 3, VIEW, VIEW) * 255
     model = ov.convert_model(net, example_input=example, input=[(-1, 3, VIEW, VIEW)])
     ppp = ov.preprocess.PrePostProcessor(model)
@@ -46,7 +65,6 @@ def main() -> None:
     ppp.input().model().set_layout(ov.Layout("NCHW"))
     ppp.input().preprocess().convert_element_type(ov.Type.f32)
     model = ppp.build()
-    xml = a.out / f"{a.name}.xml"
     ov.save_model(model, xml, compress_to_fp16=False)
 
     # The IR must compute what PyTorch computes before it is shipped.
@@ -59,18 +77,7 @@ def main() -> None:
     if err > 1e-2:
         raise SystemExit("OpenVINO export disagrees with PyTorch")
 
-    files = {"pytorch": a.weights.name, "openvino_xml": xml.name, "openvino_bin": xml.with_suffix(".bin").name}
-    manifest = {
-        "name": a.name,
-        "version": a.version,
-        "outputs": ["score", *MODEL_DEFECTS],
-        "input": {"view": "fragments", "grid": GRID, "patch": PATCH, "size": VIEW, "layout": "NHWC",
-                  "dtype": "uint8", "channels": "RGB"},
-        "files": files,
-        "sha256": {k: sha256(a.out / f) for k, f in files.items()},
-    }
-    (a.out / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    print(json.dumps(manifest, indent=2))
+    return {"openvino_xml": xml.name, "openvino_bin": xml.with_suffix(".bin").name}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """INT8 variant of the OpenVINO model: NNCF post-training quantization with accuracy control.
 
-    python scripts/quantize.py --content ../shared/data/content --models models/
+    python scripts/quantize.py --content .device/content_tv --models models/
 
 The calibration views are cut from clips rendered and distorted the way make_dataset.py makes
-training clips, from *training* stills only (validation content stays unseen), covering every
-distortion kind. Plain PTQ moved scores by 1.1-1.6 points on average; accuracy control then
+training clips, from *training* content only (validation and test content stay unseen),
+covering every distortion kind. Plain PTQ moved scores by 1.1-1.6 points on average; accuracy control then
 returns to FP32 the few operations that cost the most, until the mean score difference to FP32
 on the calibration views is at most MAX_DROP points. The classifier head stays FP32 (its output
 is scaled by 50). The INT8 IR is written beside the FP32 one and added to the manifest.
@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from export import sha256  # noqa: E402
-from make_dataset import FRAMES, distorted_clip, draw_spec, split_content  # noqa: E402
+from make_dataset import FRAMES, distorted_clip, draw_spec, load_content, use_content  # noqa: E402
 
 from vqa.preprocess import fragments  # noqa: E402
 
@@ -29,12 +29,14 @@ MAX_DROP = 0.6  # score points, mean over the calibration views
 
 
 def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
-    train, _ = split_content(content)
+    train = load_content(content, "train")
+    use_content(content, train)
+    sizes = [(e["width"], e["height"], e["kind"]) for e in train]
     rng = np.random.default_rng(seed)
     views = []
     for i in range(clips):
-        spec = draw_spec(rng, len(train), seed * 7919 + i)
-        _, _, dist, _ = distorted_clip(spec, train, np.random.default_rng(spec["seed"]))
+        spec = draw_spec(rng, sizes, seed * 7919 + i)
+        _, _, dist, _ = distorted_clip(spec, np.random.default_rng(spec["seed"]))
         views += [fragments(dist[0]), fragments(dist[FRAMES // 2])]
     return np.stack(views)
 

@@ -1,54 +1,214 @@
-"""Synthetic training clips: render stills into moving clips, distort them, encode, decode.
+"""Synthetic training clips: render pristine sources into moving clips, distort them, encode, decode.
 
-Used by make_dataset.py (training and validation data) and make_sample_videos.py. Every
-function is a pure function of its arguments and a seeded ``numpy.random.Generator``, so a
-clip can be regenerated from its spec alone.
+Used by make_dataset.py (training, validation and test data) and evaluate.py. Every function is
+a pure function of its arguments and a seeded ``numpy.random.Generator``, so a clip can be
+regenerated from its spec alone.
+
+One source per clip, never a mosaic (its seams are nothing a camera makes). A clip is rendered
+at a display resolution from 240p to 2160p, but the network judges every frame at the working
+scale (``vqa.preprocess.WORK_SHORT_SIDE``), so the one rule is that the working-scale picture
+is never an enlargement of its source: a small source makes a small clip, and only a source at
+least as large as the working scale makes a 720p-2160p clip (enlarged to the display size and
+shrunk back by the preprocessor, the way a camera's soft 4K frame is).
+
+References carry what a camera's normal output has and what is not a defect: shallow depth
+of field (a lens blur outside a subject), fine grain, a night scene's tone curve, flat
+graphics and text pages. Distortions are labelled against that reference.
 """
 from __future__ import annotations
 
 import io
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import cv2
 import numpy as np
 
-# Resolutions users upload, with how often each is drawn (portrait clips are made by transposing).
-RESOLUTIONS = ((640, 360, 0.28), (854, 480, 0.14), (960, 540, 0.18), (1280, 720, 0.26), (1920, 1080, 0.14))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vqa.preprocess import WORK_SHORT_SIDE, working_scale  # noqa: E402
+
+ASPECTS = ((16 / 9, .70), (4 / 3, .12), (9 / 16, .12), (1.0, .06))
+MIN_SHORT = 224  # the view's size: smaller clips would be enlarged by the preprocessor
+HIGH_RES = ((720, .40), (1080, .35), (1440, .10), (2160, .15))  # display short sides above the working scale
 
 
-def render(images: list[np.ndarray], width: int, height: int, frames: int,
-           rng: np.random.Generator) -> np.ndarray:
-    """Pan (and sometimes zoom) a window over a mosaic of ``images``; returns (T,H,W,3) uint8.
+def _pick(rng: np.random.Generator, table):
+    values, weights = zip(*table)
+    return values[rng.choice(len(values), p=np.array(weights) / sum(weights))]
 
-    Content is only ever shrunk (scale <= 1) so the clean clip is as sharp as its source:
-    a mosaic of several stills stands in for one large frame when a still is too small.
-    """
-    scale = rng.uniform(0.55, 1.0)
-    tiles = [cv2.resize(im, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) for im in images]
-    tile_h = min(t.shape[0] for t in tiles)
-    tiles = [t[:tile_h] for t in tiles]
-    pan = rng.uniform(0.5, 4.0, size=2) * rng.choice([-1, 1], size=2)
-    need_w, need_h = width + abs(pan[0]) * frames + 8, height + abs(pan[1]) * frames + 8
-    rows, k = [], 0
-    while sum(r.shape[0] for r in rows) < need_h:
-        row = []
-        while sum(t.shape[1] for t in row) < need_w:
-            row.append(tiles[k % len(tiles)])
-            k += 1
-        rows.append(np.concatenate(row, axis=1))
-    row_w = min(r.shape[1] for r in rows)
-    canvas = np.concatenate([r[:, :row_w] for r in rows], axis=0)
-    zoom = rng.uniform(-0.004, 0.004) if rng.random() < 0.3 else 0.0
-    x0 = (canvas.shape[1] - width) / 2 - pan[0] * frames / 2
-    y0 = (canvas.shape[0] - height) / 2 - pan[1] * frames / 2
+
+def _even(x: float) -> int:
+    return max(2, int(round(x / 2)) * 2)
+
+
+def plan_size(src_w: int, src_h: int, rng: np.random.Generator, *, high_res: float = 0.35,
+              max_short: int = 2160) -> tuple[int, int, float]:
+    """(width, height, crop_short): a display size for a source, and the source pixels its short
+    side covers. The working-scale picture is never larger than the crop it comes from."""
+    for _ in range(8):  # an aspect that leaves the source a view-sized crop (portrait on a small
+        aspect = _pick(rng, ASPECTS)  # landscape still does not)
+        cw = min(src_w * 0.9, src_h * 0.9 * aspect)
+        ch = cw / aspect
+        if min(cw, ch) >= MIN_SHORT:
+            break
+    crop_short = min(cw, ch)
+    highs = [(s, p) for s, p in HIGH_RES if s <= max_short]
+    if crop_short >= WORK_SHORT_SIDE and highs and rng.random() < high_res:
+        short = _pick(rng, highs)
+        crop_short = rng.uniform(WORK_SHORT_SIDE, crop_short)
+    else:
+        top = min(crop_short, WORK_SHORT_SIDE)
+        short = max(min(MIN_SHORT, top), top * rng.uniform(0.6, 1.0))
+        crop_short = min(crop_short, short / rng.uniform(0.7, 1.0))  # shrink the source by up to 1/0.7
+    w, h = (_even(short * aspect), _even(short)) if aspect >= 1 else (_even(short), _even(short / aspect))
+    return w, h, float(crop_short)
+
+
+def render_still(image: np.ndarray, width: int, height: int, crop_short: float, frames: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Pan a window over one still; (T,H,W,3) uint8. The still is resized once so that
+    ``crop_short`` source pixels become the window's short side, then moved by sub-pixel
+    translation (Lanczos)."""
+    f = min(width, height) / crop_short
+    canvas = cv2.resize(image, None, fx=f, fy=f, interpolation=cv2.INTER_AREA if f < 1 else cv2.INTER_CUBIC)
+    ch, cw = canvas.shape[:2]
+    room = np.array([cw - width - 2, ch - height - 2], np.float64)
+    speed = rng.uniform(0.3, 3.0) / working_scale(height, width)  # px per frame, native
+    angle = rng.uniform(0, 2 * np.pi)
+    v = np.array([np.cos(angle), np.sin(angle)]) * speed
+    v = np.where(np.abs(v) * frames > room, np.sign(v) * room / max(frames, 1), v)
+    start = np.array([rng.uniform(0, max(0.0, room[0] - abs(v[0]) * frames)),
+                      rng.uniform(0, max(0.0, room[1] - abs(v[1]) * frames))])
+    start += np.where(v < 0, np.abs(v) * frames, 0)
     out = np.empty((frames, height, width, 3), np.uint8)
     for t in range(frames):
-        z = 1.0 + zoom * t
-        # affine map from output pixel to canvas, zoomed about the window centre
-        cx, cy = x0 + pan[0] * t + width / 2, y0 + pan[1] * t + height / 2
-        m = np.array([[1 / z, 0, cx - width / 2 / z], [0, 1 / z, cy - height / 2 / z]], np.float32)
-        out[t] = cv2.warpAffine(canvas, m, (width, height), flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
+        x, y = start + v * t
+        m = np.array([[1, 0, x], [0, 1, y]], np.float32)
+        out[t] = cv2.warpAffine(canvas, m, (width, height), flags=cv2.INTER_LANCZOS4 | cv2.WARP_INVERSE_MAP,
+                                borderMode=cv2.BORDER_REFLECT)
+    return out
+
+
+def render_clip(video: np.ndarray, width: int, height: int, crop_short: float, frames: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """``frames`` consecutive frames of a real clip, cropped to the window and resized."""
+    t0 = int(rng.integers(0, max(1, len(video) - frames)))
+    src = video[t0:t0 + frames]
+    sh, sw = src.shape[1:3]
+    f = min(width, height) / crop_short
+    cw, ch = min(sw, int(width / f)), min(sh, int(height / f))
+    x0, y0 = int(rng.integers(0, sw - cw + 1)), int(rng.integers(0, sh - ch + 1))
+    interp = cv2.INTER_AREA if f < 1 else cv2.INTER_CUBIC
+    return np.stack([cv2.resize(fr[y0:y0 + ch, x0:x0 + cw], (width, height), interpolation=interp) for fr in src])
+
+
+def to_working(frames: np.ndarray) -> np.ndarray:
+    """Frames as the network judges them (area-shrunk to the working scale, never enlarged)."""
+    h, w = frames.shape[1:3]
+    s = min(1.0, WORK_SHORT_SIDE / min(h, w))
+    if s >= 1:
+        return frames
+    size = (_even(w * s), _even(h * s))
+    return np.stack([cv2.resize(f, size, interpolation=cv2.INTER_AREA) for f in frames])
+
+
+# --- references: what a camera's normal output has, and is not a defect -------------------------
+
+def lens_blur(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Shallow depth of field: a disc blur (radius 3-13 px of the source) outside a soft
+    elliptical subject region, or outside a sharp band (a focal plane) across the frame."""
+    h, w = image.shape[:2]
+    radius = int(rng.uniform(3, 14))
+    k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)).astype(np.float32)
+    blurred = cv2.filter2D(image, -1, k / k.sum(), borderType=cv2.BORDER_REFLECT)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    if rng.random() < 0.7:
+        cy, cx = rng.uniform(0.25, 0.75) * h, rng.uniform(0.25, 0.75) * w
+        ry, rx = rng.uniform(0.15, 0.4) * h, rng.uniform(0.12, 0.35) * w
+        d = np.sqrt(((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2)
+    else:
+        c, half = rng.uniform(0.3, 0.7) * h, rng.uniform(0.1, 0.25) * h
+        d = np.abs(yy - c) / half
+    sharp = np.clip(1.5 - d, 0, 1)[..., None]  # 1 inside, soft edge, 0 outside
+    return (image * sharp + blurred * (1 - sharp) + 0.5).astype(np.uint8)
+
+
+def grain(frames: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Fine film or sensor grain, luma only, new every frame."""
+    g = rng.standard_normal(frames.shape[:3], dtype=np.float32) * sigma
+    g = np.stack([cv2.GaussianBlur(x, (0, 0), 0.6) for x in g]) * 1.6
+    return np.clip(frames + g[..., None] + 0.5, 0, 255).astype(np.uint8)
+
+
+def night(frames: np.ndarray, gamma: float) -> np.ndarray:
+    """A night scene's tone: midtones and shadows low, highlights kept (not an underexposure)."""
+    lut = np.clip((np.arange(256) / 255.0) ** gamma * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return lut[frames]
+
+
+def graphics(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """Flat graphics, animation-like shapes, text and comic pages, drawn at the display size
+    (with anti-aliased edges, as a renderer makes them); a canvas 25% taller, for scrolling."""
+    h = int(height * 1.25)
+    page = rng.random() < 0.4
+    bg = np.array([255, 255, 255] if page else rng.integers(0, 256, 3), np.float64)
+    img = np.empty((h, width, 3), np.uint8)
+    img[:] = bg.astype(np.uint8)
+    if not page and rng.random() < 0.4:  # a smooth gradient background
+        ramp = np.linspace(0, 1, h)[:, None, None]
+        other = rng.integers(0, 256, 3)
+        img[:] = (bg * (1 - ramp) + other * ramp).astype(np.uint8)
+    unit = min(width, height) / 540
+    lw = max(1, int(round(2 * unit)))
+    fonts = (cv2.FONT_HERSHEY_SIMPLEX, cv2.FONT_HERSHEY_DUPLEX, cv2.FONT_HERSHEY_COMPLEX, cv2.FONT_HERSHEY_TRIPLEX)
+    words = "the quick brown fox jumps over a lazy dog 0123456789 VIDEO QUALITY panel page chapter".split()
+    if page:  # comic/text page: panels with ink borders, screentone, lines of text
+        for _ in range(int(rng.integers(2, 6))):
+            x0, y0 = int(rng.uniform(0, 0.6) * width), int(rng.uniform(0, 0.8) * h)
+            x1, y1 = x0 + int(rng.uniform(0.2, 0.4) * width), y0 + int(rng.uniform(0.1, 0.3) * h)
+            if rng.random() < 0.5:
+                step = max(3, int(6 * unit))
+                for yy in range(y0, y1, step):
+                    for xx in range(x0 + (yy // step % 2) * step // 2, x1, step):
+                        cv2.circle(img, (xx, yy), max(1, step // 4), (40, 40, 40), -1, cv2.LINE_AA)
+            cv2.rectangle(img, (x0, y0), (x1, y1), (0, 0, 0), lw + 1, cv2.LINE_AA)
+    else:
+        for _ in range(int(rng.integers(4, 25))):
+            color = tuple(int(c) for c in rng.integers(0, 256, 3))
+            cx, cy = int(rng.uniform(0, width)), int(rng.uniform(0, h))
+            size = int(rng.uniform(0.03, 0.25) * min(width, h))
+            shape = rng.integers(0, 3)
+            if shape == 0:
+                cv2.rectangle(img, (cx, cy), (cx + size, cy + int(size * rng.uniform(0.4, 1.5))), color, -1, cv2.LINE_AA)
+            elif shape == 1:
+                cv2.circle(img, (cx, cy), size // 2, color, -1, cv2.LINE_AA)
+            else:
+                pts = (np.array([cx, cy]) + rng.uniform(-size, size, (int(rng.integers(3, 7)), 2))).astype(np.int32)
+                cv2.fillPoly(img, [pts], color, cv2.LINE_AA)
+            if rng.random() < 0.5:  # cartoon outline
+                cv2.circle(img, (cx, cy), size // 2, (0, 0, 0), lw, cv2.LINE_AA)
+    ink = (0, 0, 0) if page or bg.mean() > 128 else (255, 255, 255)
+    scale = rng.uniform(0.5, 1.4) * unit
+    y = int(rng.uniform(0.05, 0.2) * h)
+    while y < h and rng.random() < 0.93:
+        text = " ".join(rng.choice(words, size=int(rng.integers(2, 8))))
+        cv2.putText(img, text, (int(rng.uniform(0.02, 0.3) * width), y), fonts[rng.integers(0, 4)], scale, ink,
+                    max(1, int(round(scale * 1.5))), cv2.LINE_AA)
+        y += int(40 * scale * rng.uniform(1.0, 2.5))
+    return img
+
+
+def render_graphics(width: int, height: int, frames: int, rng: np.random.Generator) -> np.ndarray:
+    canvas = graphics(width, height, rng)
+    speed = rng.uniform(0, 3.0) / working_scale(height, width)
+    room = canvas.shape[0] - height - 1
+    speed = min(speed, room / max(1, frames))
+    out = np.empty((frames, height, width, 3), np.uint8)
+    for t in range(frames):
+        m = np.array([[1, 0, 0], [0, 1, speed * t]], np.float32)
+        out[t] = cv2.warpAffine(canvas, m, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                                 borderMode=cv2.BORDER_REFLECT)
     return out
 

@@ -6,11 +6,11 @@ import pytest
 
 from vqa.aggregate import (
     BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, FREEZE_MAD, MIN_FROZEN_FRAMES,
-    MIN_SEGMENT_FRAMES, FrameResult, _spans, aggregate, category,
+    MIN_SEGMENT_FRAMES, FrameResult, _spans, _tidy, aggregate, category, coverage,
 )
 from vqa.preprocess import THUMB, FrameStats
 from vqa.sample import plan_frames
-from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, Run, SamplePlan, VideoInfo
+from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, Defect, Run, SamplePlan, VideoInfo
 
 FPS = 25.0
 QUIET = -8.0  # a logit whose probability is far below the flag threshold
@@ -392,3 +392,50 @@ def test_chained_reads_find_the_same_freezes_as_whole_thumbnails(cut):
     assert [d.to_dict() for d in got] == [d.to_dict() for d in expected]
     assert [d.type for d in got] == ["frozen", "frozen"]
     assert sum(s.thumb is not None for s in chained) == 2 * len(reads)
+
+
+# --- category caps, rounding, tidy segments ----------------------------------------------
+
+@pytest.mark.parametrize("score, covered, expected", [
+    (95.0, 0.0, "excellent"), (95.0, 0.19, "excellent"), (95.0, 0.2, "good"), (95.0, 0.5, "fair"),
+    (70.0, 0.5, "fair"), (30.0, 0.9, "poor"),  # a cap never raises a category
+])
+def test_category_is_capped_by_defect_coverage(score, covered, expected):
+    assert category(score, covered) == expected
+
+
+def test_coverage_counts_overlaps_once():
+    d = [Defect("dark", 1.0, 0.0, 2.0), Defect("noise", 1.0, 1.0, 3.0), Defect("black", 1.0, 3.5, 4.0)]
+    assert coverage(d, 4.0) == pytest.approx(3.5 / 4.0)
+    assert coverage([], 4.0) == 0.0
+
+
+def test_clip_with_a_black_second_and_a_frozen_second_is_not_excellent():
+    # 4 s at 25 fps, every frame scored 95: 1 s frozen (frames 25-49), 1 s black (75-99).
+    still = np.full((THUMB[1], THUMB[0]), 90, np.uint8)
+    st = [stats(thumb_seed=i) for i in range(100)]
+    for i in range(25, 50):
+        st[i] = stats(thumb=still)
+    for i in range(75, 100):
+        st[i] = stats(**BLACK)
+    score, cat, defects = aggregate(frames_in_one_run([outputs(95.0)] * 100, st), one_run_plan(100, 4.0), 4.0)
+    assert score == 95.0
+    assert {d.type for d in defects} == {"frozen", "black"}
+    assert cat == "fair"  # half the timeline is defective
+
+
+def test_category_follows_the_reported_score():
+    rows = [outputs(79.96)] * 4
+    score, cat, _ = aggregate(frames_in_one_run(rows), one_run_plan(4, 4 / FPS), 4 / FPS)
+    assert score == 80.0 and cat == "excellent"
+
+
+def test_touching_segments_of_one_type_merge_and_none_has_zero_width():
+    d = [Defect("blur", 0.6, 12.5, 12.6), Defect("blur", 0.8, 12.6, 12.7), Defect("blur", 1.0, 12.7, 12.8),
+         Defect("noise", 0.7, 8.8, 8.8), Defect("blur", 0.9, 20.0, 21.0)]
+    out = _tidy(d, 0.04)
+    blur = of_type(out, "blur")
+    assert [(x.start_s, x.end_s) for x in blur] == [(12.5, pytest.approx(12.8)), (20.0, 21.0)]
+    assert blur[0].severity == pytest.approx(0.8)
+    (noise,) = of_type(out, "noise")
+    assert noise.end_s - noise.start_s == pytest.approx(0.04)

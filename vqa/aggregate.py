@@ -7,10 +7,16 @@ Policy, in one place:
 - The score measures damage to technical fidelity (blur, noise, compression, scaling).
   The model was trained so exposure does not move it (see models/README.md), and frozen
   frames are scored as the pictures they are; all three are reported as defects instead.
-- category: CATEGORY_THRESHOLDS on the score.
+- The score is reported to one decimal, and the category follows the reported score, so
+  the two never disagree (79.96 is 80.0 and "excellent").
+- category: CATEGORY_THRESHOLDS on the score, then capped by how much of the video the
+  defects cover (CATEGORY_CAPS): a picture can be fine while a third of the clip is frozen,
+  black or dark, and such a clip is not "excellent". Coverage is the share of the timeline
+  inside at least one defect segment of any type (overlaps counted once).
 - defects: a sampled frame stands for the stretch of the timeline up to the next sampled
   frame (or its run's span end); consecutive flagged frames merge into one segment; a
-  segment needs MIN_SEGMENT_FRAMES frames, so a single odd frame reports nothing.
+  segment needs MIN_SEGMENT_FRAMES frames, so a single odd frame reports nothing. Segments
+  of one type that touch or overlap are merged, and none has zero width.
 """
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ from .types import MODEL_DEFECTS, Defect, SamplePlan
 
 # Lower bounds of each category, highest first; below the last one is "bad".
 CATEGORY_THRESHOLDS = ((80.0, "excellent"), (60.0, "good"), (40.0, "fair"), (20.0, "poor"))
+CATEGORIES = tuple(name for _, name in CATEGORY_THRESHOLDS) + ("bad",)
+# (share of the timeline covered by defects, best category allowed), strictest last.
+CATEGORY_CAPS = ((0.2, "good"), (0.5, "fair"))
 DEFECT_PROBABILITY = 0.5  # a model defect is flagged on a frame at this probability
 MIN_SEGMENT_FRAMES = 2
 BLACK_LUMA_MEAN = 8.0  # 0..255 full-range luma: limited-range black decodes to about 0
@@ -50,11 +59,42 @@ class FrameResult:
     stats: FrameStats
 
 
-def category(score: float) -> str:
-    for bound, name in CATEGORY_THRESHOLDS:
-        if score >= bound:
-            return name
-    return "bad"
+def category(score: float, coverage: float = 0.0) -> str:
+    """The category of a reported score, capped by the defects' share of the timeline."""
+    name = next((name for bound, name in CATEGORY_THRESHOLDS if score >= bound), "bad")
+    for share, cap in CATEGORY_CAPS:
+        if coverage >= share and CATEGORIES.index(name) < CATEGORIES.index(cap):
+            name = cap
+    return name
+
+
+def coverage(defects: list[Defect], duration_s: float) -> float:
+    """Share of [0, duration_s] inside at least one defect segment."""
+    if duration_s <= 0 or not defects:
+        return 0.0
+    covered, end = 0.0, 0.0
+    for d in sorted(defects, key=lambda d: d.start_s):
+        start = max(d.start_s, end)
+        if d.end_s > start:
+            covered += d.end_s - start
+            end = d.end_s
+    return min(1.0, covered / duration_s)
+
+
+def _tidy(defects: list[Defect], min_width_s: float) -> list[Defect]:
+    """Merge segments of one type that touch or overlap; give a zero-width one a frame's width."""
+    out: list[Defect] = []
+    for d in sorted(defects, key=lambda d: (d.type, d.start_s)):
+        if d.end_s <= d.start_s:
+            d = Defect(d.type, d.severity, d.start_s, d.start_s + min_width_s)
+        last = out[-1] if out else None
+        if last is not None and last.type == d.type and d.start_s <= last.end_s + 1e-6:
+            a, b = last.end_s - last.start_s, d.end_s - d.start_s
+            severity = (last.severity * a + d.severity * b) / (a + b) if a + b > 0 else max(last.severity, d.severity)
+            out[-1] = Defect(d.type, severity, last.start_s, max(last.end_s, d.end_s))
+        else:
+            out.append(d)
+    return out
 
 
 def _spans(frames: list[FrameResult], plan: SamplePlan, duration_s: float) -> list[tuple[float, float]]:
@@ -158,7 +198,7 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
     black = np.array([f.stats.luma_mean <= BLACK_LUMA_MEAN and f.stats.luma_p98 <= BLACK_LUMA_P98
                       for f in frames])
     scores = np.clip(outputs[:, 0], 0, 100)
-    score = float(scores[~black].mean()) if (~black).any() else 0.0
+    score = round(float(scores[~black].mean()), 1) if (~black).any() else 0.0
     probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
     mean = np.array([f.stats.luma_mean for f in frames])
     p98 = np.array([f.stats.luma_p98 for f in frames])
@@ -173,5 +213,7 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
     frozen = frozen_flags(frames, black, plan)
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))
     defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
+    widths = [b - a for a, b in spans if b > a]
+    defects = _tidy(defects, min(widths) if widths else 1e-3)
     defects.sort(key=lambda d: (d.start_s, d.type))
-    return score, category(score), defects
+    return score, category(score, coverage(defects, duration_s)), defects

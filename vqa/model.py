@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelError
+from .preprocess import WORK_SHORT_SIDE
 
 MANIFEST = "vqa.json"
 ENV_MODEL_DIR = "VQA_MODEL_DIR"
@@ -61,6 +62,12 @@ def load_model_spec(model_dir: str | os.PathLike | None = None) -> ModelSpec:
     manifest = directory / MANIFEST
     try:
         data = json.loads(manifest.read_text())
+        work = data["input"].get("work_short_side")
+        if work != WORK_SHORT_SIDE:
+            # A model judges frames at the scale it was trained at; another scale shifts every score.
+            raise ModelError(f"model in {directory} was trained on frames judged at a short side of {work} px; "
+                             f"this version of vqa cuts them at {WORK_SHORT_SIDE} px: use the models/ that came "
+                             f"with it", code="E_MODEL_CORRUPT")
         return ModelSpec(name=data["name"], version=data["version"], directory=directory,
                          files=dict(data["files"]), sha256=dict(data["sha256"]),
                          outputs=tuple(data["outputs"]), view_size=int(data["input"]["size"]))

@@ -2,13 +2,18 @@
 
 Why fragments: shrinking a 1080p frame to 224 px erases exactly what technical quality is
 made of (blur, noise, blocking, ringing). Following FAST-VQA and DOVER, each frame is cut
-into a GRID x GRID grid of cells and one PATCH x PATCH patch is taken from every cell at
-native resolution; the patches are stitched into one GRID*PATCH square image. The network's
-stride is 32 = PATCH, so each patch maps onto one cell of its final feature map. Coverage of
-the whole frame comes from the grid; pixel-level detail from the native-resolution patches.
+into a GRID x GRID grid of cells and one PATCH x PATCH patch is taken from every cell; the
+patches are stitched into one GRID*PATCH square image. The network's stride is 32 = PATCH,
+so each patch maps onto one cell of its final feature map.
 
-Frames smaller than the view (under 224 px on a side) are enlarged first so every cell can
-hold a patch; such frames are rare and are also reported as low resolution by the model.
+Why a working scale: patches are cut from the frame as it would look with its short side at
+most WORK_SHORT_SIDE pixels (area resampling), not at native resolution. A camera's 4K frame
+is softer per pixel than its 720p downscale, so native 4K patches looked blurred to the
+network although the picture is the same; at the working scale 720p, 1080p and 2160p of one
+picture give the same view. Frames at or under the working scale are cut at native
+resolution, and frames under VIEW px on their short side are enlarged so that every cell can
+hold a patch. Each patch is resampled from its own region of the frame, so the work and
+memory are those of 49 patches whatever the frame's size or shape.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import numpy as np
 GRID = 7
 PATCH = 32
 VIEW = GRID * PATCH  # 224
+# Frames are judged as they would look with their short side at most this many pixels.
+WORK_SHORT_SIDE = 540
 THUMB = (128, 72)  # width, height of the grey thumbnail used for freeze detection
 
 
@@ -37,6 +44,13 @@ class FrameStats:
     mad_prev: float | None = None  # thumbnail difference to the frame read just before it
 
 
+def working_scale(height: int, width: int) -> float:
+    """Factor from native pixels to working-scale pixels: at most 1, except for frames too
+    small to hold a VIEW x VIEW view, which are enlarged."""
+    short = min(height, width)
+    return max(min(1.0, WORK_SHORT_SIDE / short), VIEW / short)
+
+
 def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     """Assemble the VIEW x VIEW x 3 uint8 fragment view of one RGB frame.
 
@@ -45,22 +59,23 @@ def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     draws random offsets as augmentation.
     """
     h, w = rgb.shape[:2]
-    if min(h, w) < VIEW:
-        s = VIEW / min(h, w)
-        rgb = cv2.resize(rgb, (max(VIEW, round(w * s)), max(VIEW, round(h * s))),
-                         interpolation=cv2.INTER_LINEAR)
-        h, w = rgb.shape[:2]
-    ys = np.linspace(0, h, GRID + 1)
-    xs = np.linspace(0, w, GRID + 1)
+    s = working_scale(h, w)
+    ys = np.linspace(0, h * s, GRID + 1)
+    xs = np.linspace(0, w * s, GRID + 1)
+    side = PATCH / s  # a patch's side in native pixels
+    region = max(1, round(side))
+    interp = cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR
     out = np.empty((VIEW, VIEW, 3), np.uint8)
     for i in range(GRID):
         for j in range(GRID):
-            room_y = ys[i + 1] - ys[i] - PATCH
-            room_x = xs[j + 1] - xs[j] - PATCH
             oy, ox = (0.5, 0.5) if offsets is None else offsets[i, j]
-            y = int(ys[i] + room_y * oy)
-            x = int(xs[j] + room_x * ox)
-            out[i * PATCH:(i + 1) * PATCH, j * PATCH:(j + 1) * PATCH] = rgb[y:y + PATCH, x:x + PATCH]
+            # top-left corner in native pixels, kept inside the frame
+            y = min(max(0, int((ys[i] + (ys[i + 1] - ys[i] - PATCH) * oy) / s)), max(0, h - region))
+            x = min(max(0, int((xs[j] + (xs[j + 1] - xs[j] - PATCH) * ox) / s)), max(0, w - region))
+            patch = rgb[y:y + region, x:x + region]
+            if patch.shape[:2] != (PATCH, PATCH):
+                patch = cv2.resize(patch, (PATCH, PATCH), interpolation=interp)
+            out[i * PATCH:(i + 1) * PATCH, j * PATCH:(j + 1) * PATCH] = patch
     return out
 
 

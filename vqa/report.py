@@ -16,7 +16,7 @@ from vqa.errors import UsageError
 from vqa.types import DEFECT_TYPES, VideoScore
 
 FORMATS = ("table", "json", "jsonl", "csv")
-CATEGORIES = ("excellent", "good", "fair", "poor", "bad")
+from .aggregate import CATEGORIES
 
 CSV_COLUMNS = (
     "path", "status", "score", "category", "defects", "width", "height", "fps",

@@ -1,0 +1,50 @@
+"""Fragments at the working scale: the same picture gives the same view at any resolution,
+and no frame shape makes the preprocessor allocate more than its 49 patches."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from vqa.preprocess import PATCH, VIEW, WORK_SHORT_SIDE, fragments, working_scale
+
+
+def picture(width: int, height: int) -> np.ndarray:
+    """A smooth-plus-edges test picture, drawn at 2160p and area-shrunk to the size asked."""
+    rng = np.random.default_rng(1)
+    big = cv2.resize(rng.integers(0, 256, (27, 48, 3), dtype=np.uint8), (3840, 2160), interpolation=cv2.INTER_CUBIC)
+    for _ in range(40):
+        c = tuple(int(v) for v in rng.integers(0, 3840, 2) % (3840, 2160))
+        cv2.circle(big, c, int(rng.integers(20, 300)), tuple(int(v) for v in rng.integers(0, 256, 3)), -1, cv2.LINE_AA)
+    return big if width == 3840 else cv2.resize(big, (width, height), interpolation=cv2.INTER_AREA)
+
+
+def test_working_scale_never_enlarges_a_frame_that_holds_a_view():
+    assert working_scale(360, 640) == 1.0
+    assert working_scale(WORK_SHORT_SIDE, 960) == 1.0
+    assert working_scale(2160, 3840) == pytest.approx(WORK_SHORT_SIDE / 2160)
+    assert working_scale(100, 100) == pytest.approx(VIEW / 100)  # too small for a view: enlarged
+
+
+def test_same_picture_gives_the_same_view_at_720p_1080p_and_2160p():
+    views = [fragments(picture(w, h)).astype(np.int16) for w, h in ((1280, 720), (1920, 1080), (3840, 2160))]
+    for v in views[1:]:
+        assert np.abs(v - views[0]).mean() < 3.0  # grey levels, of 255
+    # at native resolution the 2160p patches would hold a quarter of the picture a 720p patch holds
+    native = picture(3840, 2160)[:PATCH, :PATCH]
+    assert np.abs(native.astype(np.int16) - views[0][:PATCH, :PATCH]).mean() > 3.0
+
+
+@pytest.mark.parametrize("shape", [(1, 8192), (8192, 1), (1, 65535), (3, 3), (4320, 7680)])
+def test_any_shape_gives_one_view(shape):
+    rgb = np.random.default_rng(0).integers(0, 256, shape + (3,), dtype=np.uint8)
+    view = fragments(rgb)
+    assert view.shape == (VIEW, VIEW, 3) and view.dtype == np.uint8
+
+
+def test_training_offsets_move_patches_inside_their_cells():
+    rgb = picture(1920, 1080)
+    centre = fragments(rgb)
+    corner = fragments(rgb, np.zeros((7, 7, 2)))
+    assert not np.array_equal(centre, corner)
+    assert np.array_equal(fragments(rgb), centre)  # inference is deterministic
