@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from vqa.aggregate import (
-    BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, FREEZE_MAD, MIN_FROZEN_FRAMES,
+    BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, DEFECT_PROBABILITY, FREEZE_MAD, MIN_FROZEN_FRAMES,
     MIN_SEGMENT_FRAMES, FrameResult, _spans, _tidy, aggregate, category, coverage,
 )
 from vqa.preprocess import THUMB, FrameStats
@@ -143,12 +143,26 @@ def test_flags_separated_by_a_clean_frame_do_not_merge():
     assert defects == []
 
 
-def test_flag_threshold_is_inclusive_at_probability_half():
-    rows = [outputs(noise=0.0), outputs(noise=0.0), outputs(noise=-0.01), outputs(noise=-0.01)]
+@pytest.mark.parametrize("kind", MODEL_DEFECTS[:4])
+def test_flag_threshold_is_inclusive_at_each_heads_probability(kind):
+    p = DEFECT_PROBABILITY[kind]
+    at, under = np.log(p / (1 - p)), np.log(p / (1 - p)) - 0.01
+    rows = [outputs(**{kind: at}), outputs(**{kind: at}), outputs(**{kind: under}), outputs(**{kind: under})]
     frames = frames_in_one_run(rows)
     _, _, defects = aggregate(frames, one_run_plan(4, 1.0), 1.0)
-    assert [(d.type, d.start_s, d.end_s) for d in defects] == [("noise", 0.0, frames[2].pts_s)]
-    assert defects[0].severity == pytest.approx(0.5)
+    assert [(d.type, d.start_s, d.end_s) for d in defects] == [(kind, 0.0, frames[2].pts_s)]
+    assert defects[0].severity == pytest.approx(p)
+
+
+def test_dark_bound_on_highlights_when_set(monkeypatch):
+    # A night scene: dark mean, bright highlights. Flagged with no bound, not under a bound of 150.
+    st = [stats(luma=40.0, p98=230.0, thumb_seed=i) for i in range(4)]
+    rows = [outputs(dark=LOUD)] * 4
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    assert of_type(defects, "dark")
+    monkeypatch.setattr("vqa.aggregate.DARK_LUMA_P98", 150.0)
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    assert not of_type(defects, "dark")
 
 
 def test_severity_is_mean_probability_of_the_segment():

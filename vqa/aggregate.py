@@ -32,7 +32,11 @@ CATEGORY_THRESHOLDS = ((80.0, "excellent"), (60.0, "good"), (40.0, "fair"), (20.
 CATEGORIES = tuple(name for _, name in CATEGORY_THRESHOLDS) + ("bad",)
 # (share of the timeline covered by defects, best category allowed), strictest last.
 CATEGORY_CAPS = ((0.2, "good"), (0.5, "fair"))
-DEFECT_PROBABILITY = 0.5  # a model defect is flagged on a frame at this probability
+# A model defect is flagged on a frame at this probability, per type. Chosen on validation
+# content by scripts/calibrate.py (the F1-best threshold of each head); see models/README.md.
+# (compression's label needs VMAF and is not calibrated there: it keeps 0.5).
+DEFECT_PROBABILITY = {"blur": 0.5, "noise": 0.55, "compression": 0.5, "low_resolution": 0.4, "dark": 0.65,
+                      "overexposed": 0.5}
 MIN_SEGMENT_FRAMES = 2
 BLACK_LUMA_MEAN = 8.0  # 0..255 full-range luma: limited-range black decodes to about 0
 BLACK_LUMA_P98 = 20.0  # and almost nothing brighter: an underexposed or night scene is not black
@@ -47,6 +51,10 @@ MIN_FROZEN_FRAMES = 3  # 3 identical frames in a row; pairs come from frame-rate
 # training positive met these bounds by construction (see scripts/make_dataset.py); they
 # stop the heads firing on well-exposed content unlike anything in training.
 DARK_LUMA_MEAN = 70.0
+# An underexposure dims the highlights too (training positives: gain <= 0.55, so a 98th
+# percentile near 140 at most); a night scene keeps them. None: no bound, which is what
+# scripts/calibrate.py found best on validation content (bounds 140-220 did not raise dark's F1).
+DARK_LUMA_P98: float | None = None
 OVER_LUMA_P98 = 240.0
 OVER_LUMA_MEAN = 170.0
 
@@ -202,13 +210,14 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
     probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
     mean = np.array([f.stats.luma_mean for f in frames])
     p98 = np.array([f.stats.luma_p98 for f in frames])
-    allowed = {"dark": mean <= DARK_LUMA_MEAN, "overexposed": (p98 >= OVER_LUMA_P98) | (mean >= OVER_LUMA_MEAN)}
+    dark = (mean <= DARK_LUMA_MEAN) & (p98 <= (255.0 if DARK_LUMA_P98 is None else DARK_LUMA_P98))
+    allowed = {"dark": dark, "overexposed": (p98 >= OVER_LUMA_P98) | (mean >= OVER_LUMA_MEAN)}
     spans = _spans(frames, plan, duration_s)
     min_frames = min(MIN_SEGMENT_FRAMES, len(frames))
     defects: list[Defect] = []
     for k, kind in enumerate(MODEL_DEFECTS):
         # On black frames the picture-defect heads have nothing to judge; black says it all.
-        flags = (probs[:, k] >= DEFECT_PROBABILITY) & ~black & allowed.get(kind, True)
+        flags = (probs[:, k] >= DEFECT_PROBABILITY[kind]) & ~black & allowed.get(kind, True)
         defects += _segments(flags, probs[:, k], spans, kind, min_frames)
     frozen = frozen_flags(frames, black, plan)
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))

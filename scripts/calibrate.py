@@ -1,0 +1,136 @@
+"""Choose vqa.aggregate's decision thresholds on validation content, through the shipped pipeline.
+
+Clips are made here from validation sources (scripts/content.py's val split), the way training
+clips are, but at high codec quality (0.6-1) so that their labels need no VMAF: blur, noise,
+low resolution, dark and overexposed come from what was applied. (Compression's label needs
+the codec's VMAF, so its threshold is not chosen here.) Each clip is scored by ``vqa.Scorer``;
+the frame results the pipeline hands to ``vqa.aggregate.aggregate`` are kept, and aggregate is
+run again under each candidate setting, so the rules measured are the shipped ones.
+
+For each head: the probability threshold with the best F1 (ties: the one nearest 0.5). For
+dark also the bound on the 98th percentile of luma (``DARK_LUMA_P98``).
+
+    python scripts/calibrate.py --content .device/content_tv --clips 400
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import make_dataset as md  # noqa: E402
+import synth  # noqa: E402
+
+import vqa  # noqa: E402
+from vqa import aggregate as agg  # noqa: E402
+from vqa.types import MODEL_DEFECTS  # noqa: E402
+
+HEADS = ("blur", "noise", "low_resolution", "dark", "overexposed")
+THRESHOLDS = np.round(np.arange(0.3, 0.951, 0.05), 2)
+DARK_P98 = (None, 220.0, 200.0, 180.0, 160.0, 150.0, 140.0)
+
+
+def _make(job: tuple[dict, str, Path]) -> tuple[str, list[int]]:
+    spec, tmp, root = job
+    if md._ROOT is None:
+        md.use_content(root, md.load_content(root, "val"))
+    ref, x, dist, data = md.distorted_clip(spec, np.random.default_rng(spec["seed"]))
+    path = Path(tmp) / f"cal_{spec['seed']}.{synth.CODECS[spec['codec']][0]}"
+    path.write_bytes(data)
+    labels = md.defect_labels(spec, synth.to_working(x), vmaf_codec=100.0)
+    labels[MODEL_DEFECTS.index("compression")] = -1
+    return str(path), labels
+
+
+def f1(found, label) -> float:
+    found, label = np.array(found), np.array(label)
+    keep = label >= 0
+    p, t = found[keep], label[keep] == 1
+    tp, fp, fn = np.sum(p & t), np.sum(p & ~t), np.sum(~p & t)
+    return float(2 * tp / max(1, 2 * tp + fp + fn))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--content", type=Path, default=Path(".device/content_tv"))
+    ap.add_argument("--clips", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=424242)
+    ap.add_argument("--out", type=Path, default=None, help="write the choice and its F1s here (JSON)")
+    a = ap.parse_args()
+    sources = md.load_content(a.content, "val")
+    sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
+    rng = np.random.default_rng(a.seed)
+    specs = []
+    while len(specs) < a.clips:
+        spec = md.draw_spec(rng, sizes, a.seed * 1_000_003 + len(specs), frames=md.FRAMES)
+        if spec["kind"] == "compression":
+            continue
+        spec["quality"] = float(rng.uniform(0.6, 1.0))
+        specs.append(spec)
+    tmp = tempfile.mkdtemp(prefix="vqa-cal-")
+    with mp.get_context("spawn").Pool(2) as pool:
+        made = pool.map(_make, [(s, tmp, a.content) for s in specs], chunksize=4)
+    print(f"{len(made)} validation clips made", flush=True)
+
+    captured = []
+    original = agg.aggregate
+
+    def spy(frames, plan, duration_s):
+        captured.append((frames, plan, duration_s))
+        return original(frames, plan, duration_s)
+
+    for mod in list(sys.modules.values()):  # wherever the pipeline imported it from
+        if getattr(mod, "aggregate", None) is original:
+            mod.aggregate = spy
+    inputs, labels = [], []
+    with vqa.Scorer(workers=2) as scorer:
+        for path, lab in made:
+            before = len(captured)
+            r = scorer.score(path)
+            if r.ok and len(captured) == before + 1:
+                inputs.append(captured[-1])
+                labels.append(lab)
+    labels = np.array(labels)
+    print(f"{len(inputs)} scored", flush=True)
+
+    def found(kind: str) -> list[bool]:
+        return [kind in {d.type for d in original(*x)[2]} for x in inputs]
+
+    chosen, report = {}, {}
+    saved = dict(agg.DEFECT_PROBABILITY), agg.DARK_LUMA_P98
+    for kind in HEADS:
+        col = labels[:, MODEL_DEFECTS.index(kind)]
+        best = None
+        for p98 in (DARK_P98 if kind == "dark" else (saved[1],)):
+            agg.DARK_LUMA_P98 = p98
+            for t in THRESHOLDS:
+                agg.DEFECT_PROBABILITY[kind] = float(t)
+                score = f1(found(kind), col)
+                key = (round(score, 4), -abs(t - 0.5), p98 is None)
+                if best is None or key > best[0]:
+                    best = (key, float(t), p98, score)
+        agg.DEFECT_PROBABILITY[kind], agg.DARK_LUMA_P98 = saved[0][kind], saved[1]
+        agg.DEFECT_PROBABILITY[kind] = saved[0][kind]
+        report[kind] = {"threshold": best[1], "f1": best[3], "positives": int((col == 1).sum()),
+                        "negatives": int((col == 0).sum())}
+        agg.DEFECT_PROBABILITY[kind] = 0.5
+        report[kind]["f1_at_0.5"] = f1(found(kind), col)
+        agg.DEFECT_PROBABILITY[kind] = saved[0][kind]
+        if kind == "dark":
+            report[kind]["luma_p98_bound"] = best[2]
+        chosen[kind] = best[1]
+    out = {"clips": len(inputs), "chosen": report}
+    print(json.dumps(out, indent=1))
+    if a.out:
+        a.out.write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
