@@ -10,6 +10,7 @@ reported as a ``W_CAPPED`` warning, never silently.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from abc import ABC, abstractmethod
@@ -19,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from vqa.errors import InputError, UsageError
+from vqa.files import fingerprint, has_proc_fd, open_input
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
 # A run this far (seconds) ahead of the decode position is reached by seeking, not decoding.
@@ -32,6 +34,10 @@ PTS_TOLERANCE_S = 1e-6
 # is 33 Mpx), so every real video passes with 2x headroom, while one RGB frame stays under
 # 202 MB. FFmpeg's own limit is about 268 Mpx, or 2 GB for one 16-bit RGBA frame.
 MAX_PIXELS = 8192 * 8192
+# Longest side over shortest side of a frame, beyond which a video is refused (E_ASPECT_RATIO)
+# when it is opened. The widest real formats are about 4:1 (panoramas, 32:9 screens), 12:1
+# for the odd LED-wall or line-scan clip; 8192x1 passes the pixel cap but is no picture.
+MAX_ASPECT_RATIO = 32
 # FFmpeg demuxers (their names, as FFmpeg's format_whitelist matches them) of real video
 # containers and raw video streams; both backends refuse anything else at open. mov covers
 # mp4/m4v/3gp/mj2, matroska covers mkv and webm. Left out on purpose: playlists and scripts
@@ -61,7 +67,8 @@ VFR_MAX_INTERVALS = 4096
 
 
 def check_input_path(path: str) -> None:
-    """Raise InputError with a stable code for what can be told before any demuxer runs."""
+    """Raise InputError with a stable code for what can be told before any demuxer runs.
+    (Readers open the file with ``vqa.files.open_input``, which checks the opened descriptor.)"""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -82,12 +89,26 @@ def check_input_path(path: str) -> None:
 
 
 def check_frame_size(path: str, width: int, height: int, max_pixels: int, *, what: str) -> None:
-    """Raise E_TOO_MANY_PIXELS when ``width * height`` is above ``max_pixels``."""
+    """Raise E_TOO_MANY_PIXELS when ``width * height`` is above ``max_pixels``, E_ASPECT_RATIO
+    when the shape is absurd (``check_aspect``)."""
+    check_aspect(path, width, height)
     if width * height > max_pixels:
         raise InputError(
             f"{path!r} {what} {width}x{height} frames ({width * height / 1e6:.1f} Mpx), above the "
             f"{max_pixels / 1e6:.1f} Mpx this reader decodes; a real video this large needs a "
             "reader made with a larger max_pixels", code="E_TOO_MANY_PIXELS")
+
+
+def check_aspect(path: str, width: int, height: int) -> None:
+    """Raise E_ASPECT_RATIO for frames no camera or screen makes: one side more than
+    MAX_ASPECT_RATIO times the other. Such shapes pass the pixel cap (8192x1 is 8 kpx) but make
+    every per-frame step that works on squares (fragments, thumbnails) degenerate. A size not
+    known yet (0) is left to the later checks."""
+    short, long = min(width, height), max(width, height)
+    if short > 0 and long > MAX_ASPECT_RATIO * short:
+        raise InputError(
+            f"{path!r} has {width}x{height} frames: an aspect ratio over {MAX_ASPECT_RATIO}:1 is "
+            "refused (no real video is shaped so)", code="E_ASPECT_RATIO")
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...]) -> None:
@@ -138,12 +159,25 @@ class VideoReader(ABC):
         self._pts_backwards = 0  # consecutive grabs whose pts went back
         self._frame_shape: tuple[int, int] | None = None
         self._closed = False
-        check_input_path(self.path)
+        self._file = None
+        # Opened once and checked (vqa.files); the backend reads this descriptor, not the path.
+        self._file = open_input(self.path)
         try:
-            self._info = self._open()
+            info = self._open()
+            check_aspect(self.path, info.width, info.height)
+            # Identity of the content read: what a job store keys the record on.
+            self._info = dataclasses.replace(
+                info, size_bytes=self._file.size_bytes, mtime_ns=self._file.mtime_ns,
+                fingerprint=fingerprint(self._file.fd, self._file.size_bytes))
         except BaseException:
             self.close()
             raise
+
+    @property
+    def source(self) -> str:
+        """The name a backend opens: the checked descriptor's /proc/self/fd entry (FFmpeg cannot
+        resolve it to another file), or the path's real path where there is no /proc."""
+        return self._file.source if has_proc_fd() else os.path.realpath(self.path)
 
     # --- what a backend implements -------------------------------------------------------
     @abstractmethod
@@ -284,7 +318,11 @@ class VideoReader(ABC):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._release()
+            try:
+                self._release()
+            finally:
+                if self._file is not None:
+                    os.close(self._file.fd)
 
     def __enter__(self) -> VideoReader:
         return self

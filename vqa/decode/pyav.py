@@ -43,9 +43,10 @@ AVI_REORDER_FRAMES = 16
 _NO_DECODER = "vqa-headers-only"
 
 
-def _open_container(path: str, *, max_pixels: int,
+def _open_container(source: str, *, max_pixels: int,
                     headers_only: bool = False) -> av.container.InputContainer:
-    """Open ``path`` through the file protocol alone, as one of ``VIDEO_FORMATS``.
+    """Open ``source`` (``VideoReader.source``) through the file protocol alone, as one of
+    ``VIDEO_FORMATS``.
 
     ``headers_only`` forbids FFmpeg's probe every decoder, so no frame is allocated and the
     stream's size is the one the file declares. Otherwise ``max_pixels`` reaches the probe's
@@ -55,7 +56,7 @@ def _open_container(path: str, *, max_pixels: int,
     if headers_only:
         container_options["codec_whitelist"] = _NO_DECODER
     # metadata_errors: tags are untrusted bytes too; a non-UTF-8 title must not fail the open.
-    return av.open("file:" + os.path.realpath(path), mode="r", metadata_errors="replace",
+    return av.open("file:" + source, mode="r", metadata_errors="replace",
                    container_options=container_options, options={"max_pixels": str(max_pixels)})
 
 
@@ -69,7 +70,7 @@ class PyAVReader(VideoReader):
         """Keyframe times from the packets alone, through a second handle so decoding is
         undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
         try:
-            with _open_container(self.path, max_pixels=self.max_pixels,
+            with _open_container(self.source, max_pixels=self.max_pixels,
                                  headers_only=True) as container:
                 stream = container.streams.video[0]
                 times = []
@@ -84,7 +85,7 @@ class PyAVReader(VideoReader):
 
     def _open_checked(self, *, headers_only: bool) -> av.container.InputContainer:
         try:
-            return _open_container(self.path, max_pixels=self.max_pixels, headers_only=headers_only)
+            return _open_container(self.source, max_pixels=self.max_pixels, headers_only=headers_only)
         except av.error.FileNotFoundError:
             raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
         except av.error.PermissionError:
