@@ -42,6 +42,13 @@ def _matcher(patterns: Iterable[str] | None) -> Callable[[str], bool]:
     return lambda name: any(fnmatch.fnmatchcase(name.lower(), p) for p in lowered)
 
 
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a link loop, a link into a folder we may not read: not a folder to walk
+        return False
+
+
 def walk_videos(folder: str, *, patterns: Iterable[str] | None = None, on_error=None) -> list[str]:
     """Files under ``folder`` whose names match, recursively, sorted by path.
 
@@ -68,8 +75,9 @@ def walk_videos(folder: str, *, patterns: Iterable[str] | None = None, on_error=
         try:
             with os.scandir(fd) as entries:
                 for e in entries:
-                    if e.is_dir(follow_symlinks=False):
-                        subdirs.append(e.name)
+                    if _is_dir(e):  # a link to a folder is a folder too, and never followed
+                        if not e.is_symlink():
+                            subdirs.append(e.name)
                     elif match(e.name):
                         found.append(os.path.join(path, e.name))
         except OSError as exc:

@@ -57,17 +57,22 @@ class Identity:
 
     @classmethod
     def of(cls, path: str) -> Identity | None:
-        """The file's identity now, or None when it is no regular file that can be opened
-        (it gets a fresh record each time)."""
+        """The file's identity now, or None when it cannot be stat'ed (it gets a fresh record
+        each time). Only a regular file is opened, to read its fingerprint."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device is never read: no fingerprint
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            return None
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)  # unreadable: E_UNREADABLE
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns, fingerprint(fd, st.st_size))
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns,
+                       fingerprint(fd, st.st_size) if stat.S_ISREG(st.st_mode) else "")
         except OSError:
             return None
         finally:

@@ -21,6 +21,7 @@ import numpy as np
 
 from vqa.errors import InputError, UsageError
 from vqa.files import fingerprint, has_proc_fd, open_input
+from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
 # A run this far (seconds) ahead of the decode position is reached by seeking, not decoding.
@@ -159,6 +160,9 @@ class VideoReader(ABC):
         self._pts_backwards = 0  # consecutive grabs whose pts went back
         self._frame_shape: tuple[int, int] | None = None
         self._closed = False
+        self._yielded = 0  # frames handed out by read()
+        self._budget: int | None = None  # frames_decoded at which read() stops (sampled plans)
+        self._open_run_limit: int | None = None
         self._file = None
         # Opened once and checked (vqa.files); the backend reads this descriptor, not the path.
         self._file = open_input(self.path)
@@ -219,8 +223,19 @@ class VideoReader(ABC):
         """
         if self._closed:
             raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
+        # A sampled plan is a bounded amount of work whatever the header says: past the budget
+        # decoding stops (W_CAPPED). Readers that never seek read forward through the video,
+        # so for them the frames the header declares are the budget, if that is more.
+        budget = decode_budget_frames(plan, self._info.width, self._info.height)
+        if budget is not None and not self.SEEKS_AHEAD:
+            budget = max(budget, self._info.frame_count)
+        self._budget = None if budget is None else self.frames_decoded + budget
+        self._open_run_limit = plan.requested if plan.mode != "all" else None
         for k, run in enumerate(plan.runs):
             yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
+
+    def _over_budget(self) -> bool:
+        return self._budget is not None and self.frames_decoded > self._budget
 
     def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
         if self._capped:
@@ -242,8 +257,11 @@ class VideoReader(ABC):
             self._last_pts_s = pending = self._grab_pts_s = None
         else:
             pending = None
-        taken = 0
-        while run.count == 0 or taken < run.count:
+        taken, in_place = 0, False
+        # An open run of a sampled plan (the header said the video is that short) takes no more
+        # than the plan asked for, whatever the stream holds.
+        limit = run.count or self._open_run_limit
+        while limit is None or taken < limit:
             if pending is not None:
                 pts, pending = pending, None
             else:
@@ -260,6 +278,16 @@ class VideoReader(ABC):
                     self._stop_at_cap(
                         f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
                     break
+                if not in_place and self._over_budget():
+                    message = (f"decoding stopped at {pts:.3f} s after the plan's budget of "
+                               f"{self._budget} decoded frames")
+                    if self._yielded or pts >= start:
+                        self._stop_at_cap(message)
+                        break
+                    # Nothing scored yet (a stream that cannot seek, a wrong length): the frames
+                    # here stand in for this run rather than none at all.
+                    in_place, start, end = True, -float("inf"), float("inf")
+                    self._stop_at_cap(f"{message}; run {k} was taken from there instead")
             if pts < start:
                 continue
             if pts >= end:
@@ -270,8 +298,13 @@ class VideoReader(ABC):
                 self.decode_errors += 1
                 continue
             self._note_shape(rgb, pts)
+            self._yielded += 1
             yield Frame(run=k, pts_s=pts, rgb=rgb)
             taken += 1
+        if run.count == 0 and limit is not None and taken >= limit and not self._capped:
+            if self._grab() is not None:  # the header said no more: say that there was more
+                self._stop_at_cap(f"the stream holds more than the {limit} frames the plan took "
+                                  "(its header declares fewer); the rest was not read")
         self._check_intervals()
         if self.frames_decoded == 0:
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")

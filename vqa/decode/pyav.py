@@ -41,6 +41,14 @@ SEEK_RETRIES = 3
 AVI_REORDER_FRAMES = 16
 # A decoder whitelist naming no decoder: FFmpeg's stream probe then reads headers only.
 _NO_DECODER = "vqa-headers-only"
+# Measuring the length (``_measure``): packets (no decoding) read from near the declared end,
+# or from the start when nothing is declared, at most this many packets or bytes. Past either,
+# the length is estimated from the file size at the rate (seconds per byte) measured so far.
+MEASURE_MAX_PACKETS = 20_000
+MEASURE_MAX_BYTES = 64 << 20
+MEASURE_TAIL_S = 10.0  # the measure starts this far before the declared end
+# A measured end this far from the declared one (and 2% of it) means the header is wrong.
+LENGTH_SLACK_S = 1.0
 
 
 def _open_container(source: str, *, max_pixels: int,
@@ -65,6 +73,8 @@ class PyAVReader(VideoReader):
     SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
 
     _container: av.container.InputContainer | None = None
+    _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
+    _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
@@ -149,11 +159,95 @@ class PyAVReader(VideoReader):
             duration = self._container.duration / av.time_base
         else:
             duration = 0.0
+        frame_count, declared = stream.frames or round(duration * self._fps), stream.frames > 0
+        measured = self._measured_length(duration)
+        if measured is not None:
+            duration, frame_count, declared = measured
         return VideoInfo(
             width=width, height=height, fps=self._fps, duration_s=duration,
-            frame_count=stream.frames or round(duration * self._fps), frame_count_declared=stream.frames > 0,
+            frame_count=frame_count, frame_count_declared=declared,
             codec=ctx.name, rotation=(-90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
+
+    def _measured_length(self, declared_s: float) -> tuple[float, int, bool] | None:
+        """(duration_s, frame_count, exact) from the packets, when the header gives no length
+        or a wrong one; None when it is right. Warns W_TRUNCATED (declares more than it holds)
+        or W_LENGTH (declares less, or nothing, and the stream is too long to count)."""
+        m = self._measure(declared_s)
+        if m is None:
+            return None
+        end_s, counted, eof, estimate_s = m
+        fps = self._fps
+        if declared_s > 0 and abs(end_s - declared_s) <= max(LENGTH_SLACK_S, 0.02 * declared_s) and (
+                eof or end_s <= declared_s):
+            return None  # the header is right (or, scanning from its end, not contradicted)
+        if eof:
+            frames = counted if counted is not None else round(end_s * fps)
+            if declared_s > end_s:
+                self._warn("W_TRUNCATED", f"the file declares {declared_s:.3f} s but its video stream "
+                           f"ends at {end_s:.3f} s: the plan follows what is there")
+            elif declared_s > 0:
+                self._warn("W_LENGTH", f"the file declares {declared_s:.3f} s but its video stream runs "
+                           f"to {end_s:.3f} s: the plan follows the measured length")
+            return end_s, frames, counted is not None
+        # Too long to read through: at least end_s; estimated from the bytes per second so far.
+        length = max(end_s, estimate_s)
+        self._warn("W_LENGTH", (f"the file declares {declared_s:.3f} s" if declared_s > 0 else
+                                "the file declares no length") + f"; its video stream runs past "
+                   f"{end_s:.3f} s, about {length:.0f} s by its size: the plan follows that estimate")
+        return length, round(length * fps), False
+
+    def _measure(self, declared_s: float) -> tuple[float, int | None, bool, float] | None:
+        """Demux (never decode) the video packets from near the declared end, or from the start,
+        for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s, packets counted from the
+        start or None, whether the stream ended, end estimated from the file size)."""
+        try:
+            with _open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
+                stream = container.streams.video[0]
+                from_start = True
+                if declared_s > MEASURE_TAIL_S:
+                    try:  # the index, or the demuxer's search, takes us near the declared end
+                        container.seek(self._start_pts + math.floor((declared_s - MEASURE_TAIL_S) / self._time_base),
+                                       stream=stream, backward=True)
+                        from_start = False
+                    except av.error.FFmpegError:
+                        pass  # cannot seek (raw streams): count from the start
+                count = size = 0
+                end_s = first_pos = last_pos = first_s = None
+                eof = True
+                for packet in container.demux(stream):
+                    if packet.size == 0 and packet.pts is None and packet.dts is None:
+                        continue  # the flush packet at the end
+                    count += 1
+                    size += packet.size
+                    t = packet.pts if packet.pts is not None else packet.dts
+                    if t is not None:
+                        t_s = float((t - self._start_pts) * self._time_base)
+                        if packet.duration:
+                            t_s += float(packet.duration * self._time_base)
+                        end_s = t_s if end_s is None else max(end_s, t_s)
+                        if first_s is None:
+                            first_s = t_s
+                    if packet.pos is not None and packet.pos >= 0:
+                        first_pos = packet.pos if first_pos is None else first_pos
+                        last_pos = packet.pos
+                    if count >= MEASURE_MAX_PACKETS or size >= MEASURE_MAX_BYTES:
+                        eof = False
+                        break
+        except (av.error.FFmpegError, IndexError):
+            return None
+        if count == 0:
+            return None
+        if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
+            if not (from_start and self._fps):
+                return None
+            end_s = first_s = 0.0
+            end_s = count / self._fps
+        estimate_s = end_s
+        if not eof and last_pos and first_pos is not None and last_pos > first_pos:
+            rate = (end_s - (first_s or 0.0)) / (last_pos - first_pos)  # seconds per byte
+            estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
+        return end_s, count if from_start and eof else None, eof, estimate_s
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
@@ -249,9 +343,14 @@ class PyAVReader(VideoReader):
     def _seek(self, t_s: float) -> None:
         prev = self._prev_pts_s
         if prev is not None and t_s > prev + PTS_TOLERANCE_S:
+            if self._seeks_back:
+                return  # this stream's seeks land at its start: decoding on is the way forward
             keyframe = self._keyframe_before_s(t_s)
             if keyframe is not None and keyframe <= prev:
                 return  # long GOP: a seek would only go back to a keyframe already behind us
+        if self._unseekable:
+            self._rewind_if_behind(t_s)
+            return
         target = t_s
         for attempt in range(SEEK_RETRIES + 1):
             if attempt == SEEK_RETRIES:
@@ -262,14 +361,19 @@ class PyAVReader(VideoReader):
                       else min(self._start_pts, 0))
             try:
                 self._container.seek(int(offset), stream=self._stream, backward=True)
-            except av.error.FFmpegError as exc:
-                if attempt == SEEK_RETRIES:
-                    raise InputError(f"cannot seek in {self.path!r}: {exc.strerror}",
-                                     code="E_DECODE") from None
-                target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
-                continue
+            except av.error.FFmpegError:
+                # Raw streams cannot seek at all (and a failed seek can leave the demuxer at its
+                # end): start again, and from now on decode on to what is ahead.
+                self._unseekable = True
+                self._reopen()
+                return
             self._reset()
             frame = self._next_av_frame()
+            if (frame is not None and prev is not None and t_s > prev + SEEK_AHEAD_S
+                    and self._pts_s(frame) < prev - SEEK_AHEAD_S):
+                # A seek ahead landed far behind where we were (GIF seeks only to the start):
+                # later runs are reached by decoding on, not by reading the stream again each time.
+                self._seeks_back = True
             # Landing after t_s would silently skip frames of the run: back off and retry.
             # Landing on nothing is the end of the stream, unless this reader has not decoded
             # a frame yet: a timestamp seek in a short MPEG-TS (no index) can land past its
@@ -281,6 +385,23 @@ class PyAVReader(VideoReader):
             if frame is not None:
                 self._ready.append(frame)
             return
+
+    def _rewind_if_behind(self, t_s: float) -> None:
+        """For a stream that cannot seek: reopen it when ``t_s`` is behind the decode position."""
+        if self._prev_pts_s is not None and t_s <= self._prev_pts_s + PTS_TOLERANCE_S:
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """Read the stream again from its start, through a fresh container."""
+        self._container.close()
+        self._container = self._open_checked(headers_only=False)
+        self._stream = self._container.streams.video[0]
+        ctx = self._codec_context()
+        ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
+        ctx.thread_count = self.threads
+        if self.threads > 1:
+            ctx.thread_type = "AUTO"
+        self._reset()
 
     def _release(self) -> None:
         container, self._container = self._container, None
