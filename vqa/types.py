@@ -29,7 +29,7 @@ class VideoInfo:
     # The file the frames came from, as opened: what a job store keys a record on.
     size_bytes: int = 0
     mtime_ns: int = 0  # not in to_dict(): a property of the copy, not of the content
-    fingerprint: str = ""  # vqa.files.fingerprint: the size and the first and last 256 KiB
+    fingerprint: str = ""  # vqa.files.fingerprint: the size and the first and last 128 KiB
 
     def to_dict(self) -> dict[str, Any]:
         return {
