@@ -233,6 +233,17 @@ class VideoReader(ABC):
         self._open_run_limit = plan.requested if plan.mode != "all" else None
         for k, run in enumerate(plan.runs):
             yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
+        whole = open_end and plan.runs and plan.runs[0].span_start_s <= 0  # not one segment of many
+        if whole and not self._yielded and self.frames_decoded and plan.mode != "all":
+            # The stream ended before the first run: its header declares more than it holds (a
+            # reader that cannot measure the length). Score what is there, from the start.
+            first = plan.runs[0]
+            self._warn("W_TRUNCATED", f"the stream ends before the first planned run at {first.start_s:.3f} s "
+                       f"(the file declares {self._info.duration_s:.3f} s): the frames from its start were scored")
+            self._seek(0.0)
+            self._last_pts_s = self._pending_pts_s = self._grab_pts_s = None
+            self._capped = False  # runs planned past the duration cap were the header's doing
+            yield from self._read_run(0, Run(0.0, plan.requested or 0, 0.0, first.span_end_s), bounded=False)
 
     def _over_budget(self) -> bool:
         return self._budget is not None and self.frames_decoded > self._budget
