@@ -161,6 +161,7 @@ class VideoReader(ABC):
         self._frame_shape: tuple[int, int] | None = None
         self._closed = False
         self._yielded = 0  # frames handed out by read()
+        self._ended = False  # a grab found the end of the stream
         self._budget: int | None = None  # frames_decoded at which read() stops (sampled plans)
         self._open_run_limit: int | None = None
         self._file = None
@@ -233,8 +234,10 @@ class VideoReader(ABC):
         self._open_run_limit = plan.requested if plan.mode != "all" else None
         for k, run in enumerate(plan.runs):
             yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
-        whole = open_end and plan.runs and plan.runs[0].span_start_s <= 0  # not one segment of many
-        if whole and not self._yielded and self.frames_decoded and plan.mode != "all":
+        # The first segment (or the whole plan) found the stream's end before any run of its:
+        # later segments, further on, find nothing either, so no frame can be taken twice.
+        first_segment = plan.runs and plan.runs[0].span_start_s <= 0
+        if first_segment and self._ended and not self._yielded and self.frames_decoded and plan.mode != "all":
             # The stream ended before the first run: its header declares more than it holds (a
             # reader that cannot measure the length). Score what is there, from the start.
             first = plan.runs[0]
@@ -278,6 +281,7 @@ class VideoReader(ABC):
             else:
                 pts = self._grab()
                 if pts is None:
+                    self._ended = True
                     break
                 self.frames_decoded += 1
                 self._last_pts_s = pts

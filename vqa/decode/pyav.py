@@ -68,11 +68,22 @@ def _open_container(source: str, *, max_pixels: int,
                    container_options=container_options, options={"max_pixels": str(max_pixels)})
 
 
+def _declared_duration(container: av.container.InputContainer) -> float:
+    """The video stream's duration in seconds as the file declares it, else the container's, else 0."""
+    stream = container.streams.video[0]
+    if stream.duration:
+        return float(stream.duration * (stream.time_base or Fraction(1, 1_000_000)))
+    if container.duration:
+        return container.duration / av.time_base
+    return 0.0
+
+
 class PyAVReader(VideoReader):
     BACKEND_NAME: ClassVar[str] = "pyav"
     SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
 
     _container: av.container.InputContainer | None = None
+    _measurement = None  # what _measure found, read at open
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
 
@@ -122,6 +133,8 @@ class PyAVReader(VideoReader):
                              code="E_NO_VIDEO_STREAM")
         declared = self._codec_context()
         check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
+        # The length from the packets, while this container reads headers and packets only.
+        self._measurement = self._measure(self._container, _declared_duration(self._container))
         self._container.close()
         self._container = self._open_checked(headers_only=False)
         if not self._container.streams.video:
@@ -153,12 +166,7 @@ class PyAVReader(VideoReader):
         width, height = first.width, first.height
         if self._rot_k % 2:
             width, height = height, width
-        if stream.duration:
-            duration = float(stream.duration * self._time_base)
-        elif self._container.duration:
-            duration = self._container.duration / av.time_base
-        else:
-            duration = 0.0
+        duration = _declared_duration(self._container)
         frame_count, declared = stream.frames or round(duration * self._fps), stream.frames > 0
         measured = self._measured_length(duration)
         if measured is not None:
@@ -173,10 +181,15 @@ class PyAVReader(VideoReader):
         """(duration_s, frame_count, exact) from the packets, when the header gives no length
         or a wrong one; None when it is right. Warns W_TRUNCATED (declares more than it holds)
         or W_LENGTH (declares less, or nothing, and the stream is too long to count)."""
-        m = self._measure(declared_s)
+        m = self._measurement
         if m is None:
             return None
-        end_s, counted, eof, estimate_s = m
+        end_s, counted, eof, estimate_s, read = m
+        if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
+            if not (self._fps and read):
+                return None
+            end_s = read / self._fps
+            estimate_s = end_s * estimate_s  # here: the file's size over the bytes read
         fps = self._fps
         if declared_s > 0 and abs(end_s - declared_s) <= max(LENGTH_SLACK_S, 0.02 * declared_s) and (
                 eof or end_s <= declared_s):
@@ -197,57 +210,59 @@ class PyAVReader(VideoReader):
                    f"{end_s:.3f} s, about {length:.0f} s by its size: the plan follows that estimate")
         return length, round(length * fps), False
 
-    def _measure(self, declared_s: float) -> tuple[float, int | None, bool, float] | None:
-        """Demux (never decode) the video packets from near the declared end, or from the start,
-        for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s, packets counted from the
-        start or None, whether the stream ended, end estimated from the file size)."""
+    def _measure(self, container: av.container.InputContainer, declared_s: float):
+        """Demux (never decode) the video packets of ``container`` from near the declared end,
+        or from the start, for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s or None
+        without timestamps, packets counted from the start or None, whether the stream ended,
+        end estimated from the file size, packets read); None when nothing could be read."""
         try:
-            with _open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
-                stream = container.streams.video[0]
-                from_start = True
-                if declared_s > MEASURE_TAIL_S:
-                    try:  # the index, or the demuxer's search, takes us near the declared end
-                        container.seek(self._start_pts + math.floor((declared_s - MEASURE_TAIL_S) / self._time_base),
-                                       stream=stream, backward=True)
-                        from_start = False
-                    except av.error.FFmpegError:
-                        pass  # cannot seek (raw streams): count from the start
-                count = size = 0
-                end_s = first_pos = last_pos = first_s = None
-                eof = True
-                for packet in container.demux(stream):
-                    if packet.size == 0 and packet.pts is None and packet.dts is None:
-                        continue  # the flush packet at the end
-                    count += 1
-                    size += packet.size
-                    t = packet.pts if packet.pts is not None else packet.dts
-                    if t is not None:
-                        t_s = float((t - self._start_pts) * self._time_base)
-                        if packet.duration:
-                            t_s += float(packet.duration * self._time_base)
-                        end_s = t_s if end_s is None else max(end_s, t_s)
-                        if first_s is None:
-                            first_s = t_s
-                    if packet.pos is not None and packet.pos >= 0:
-                        first_pos = packet.pos if first_pos is None else first_pos
-                        last_pos = packet.pos
-                    if count >= MEASURE_MAX_PACKETS or size >= MEASURE_MAX_BYTES:
-                        eof = False
-                        break
+            stream = container.streams.video[0]
+            time_base = stream.time_base or Fraction(1, 1_000_000)
+            start_pts = stream.start_time or 0
+            from_start = True
+            if declared_s > MEASURE_TAIL_S:
+                try:  # the index, or the demuxer's search, takes us near the declared end
+                    container.seek(start_pts + math.floor((declared_s - MEASURE_TAIL_S) / time_base),
+                                   stream=stream, backward=True)
+                    from_start = False
+                except av.error.FFmpegError:
+                    pass  # cannot seek (raw streams): count from the start
+            count = size = 0
+            end_s = first_pos = last_pos = first_s = None
+            eof = True
+            for packet in container.demux(stream):
+                if packet.size == 0 and packet.pts is None and packet.dts is None:
+                    continue  # the flush packet at the end
+                count += 1
+                size += packet.size
+                t = packet.pts if packet.pts is not None else packet.dts
+                if t is not None:
+                    t_s = float((t - start_pts) * time_base)
+                    if packet.duration:
+                        t_s += float(packet.duration * time_base)
+                    end_s = t_s if end_s is None else max(end_s, t_s)
+                    if first_s is None:
+                        first_s = t_s
+                if packet.pos is not None and packet.pos >= 0:
+                    first_pos = packet.pos if first_pos is None else first_pos
+                    last_pos = packet.pos
+                if count >= MEASURE_MAX_PACKETS or size >= MEASURE_MAX_BYTES:
+                    eof = False
+                    break
         except (av.error.FFmpegError, IndexError):
             return None
-        if count == 0:
+        if count == 0 or (end_s is None and not from_start):
             return None
-        if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
-            if not (from_start and self._fps):
-                return None
-            end_s = first_s = 0.0
-            end_s = count / self._fps
         estimate_s = end_s
         if not eof and last_pos and first_pos is not None and last_pos > first_pos:
-            rate = (end_s - (first_s or 0.0)) / (last_pos - first_pos)  # seconds per byte
-            estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
-        return end_s, count if from_start and eof else None, eof, estimate_s
+            if end_s is None:  # no clock: the share of the file read, for the caller to scale by
+                estimate_s = self._file.size_bytes / last_pos
+            else:
+                rate = (end_s - (first_s or 0.0)) / (last_pos - first_pos)  # seconds per byte
+                estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
+        elif end_s is None:
+            estimate_s = 1.0
+        return end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
