@@ -70,6 +70,8 @@ CONTRACT_SCHEMA: dict[str, Any] = {
                 "duration_s": {"type": "number", "minimum": 0},
                 "codec": {"type": "string"},
                 "rotation": {"enum": [0, 90, 180, 270]},
+                "size_bytes": _COUNT,
+                "fingerprint": {"type": "string"},
             },
         }]},
         "frames": {"type": "object", "properties": {
