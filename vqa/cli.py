@@ -184,9 +184,19 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     on stderr ends every run (--quiet drops both). With --output, the job is
     resumable: run the same command again after any interruption.
     """
-    # An interrupted job has its own status, not 1 ("some videos failed"): 130 or 143.
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGINT, _terminate)
+    # An interrupted job has its own status, not 1 ("some videos failed"): 130 or 143. The
+    # handlers are put back afterwards, for a caller that runs the command in-process.
+    previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
+               decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
+           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
