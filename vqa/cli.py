@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import sys
 import time
-from contextlib import ExitStack, contextmanager, suppress
-from typing import Iterator, TextIO
+from contextlib import ExitStack, contextmanager
 
 import click
 
+from vqa import outputs
 from vqa.errors import OutputError, VQAError
 from vqa.inputs import expand_inputs
 from vqa.job import STORED, Outcome, run_job
@@ -207,7 +206,7 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         sys.exit(EXIT_USAGE)
     if db is None and to_file:
         db = default_db_path(output)
-    collision = _collision(output if to_file else None, db, inputs)
+    collision = outputs.collision(output if to_file else None, db, inputs)
     if collision:  # before anything is written
         click.echo(f"error: E_USAGE: {collision}", err=True)
         sys.exit(EXIT_USAGE)
@@ -234,7 +233,7 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         spec = getattr(scorer, "spec", None)
         model = spec.to_dict() if spec is not None else {}
         try:
-            stream = stack.enter_context(_open_output(output))
+            stream = stack.enter_context(outputs.open_output(output))
         except OSError as e:
             click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
             sys.exit(EXIT_USAGE)
@@ -290,37 +289,6 @@ def _terminate(signum, _frame):
     # SIGTERM (a scheduler stopping the job) and Ctrl-C unwind the same way: workers stop,
     # shared memory goes, the output is put in place; the status is 128 + the signal.
     raise SystemExit(128 + signum)
-
-
-def _file_key(path: str):
-    """What ``path`` names: (device, inode) of the file it leads to, or its real path if none."""
-    try:
-        st = os.stat(path)
-        return ("inode", st.st_dev, st.st_ino)
-    except OSError:
-        return ("path", os.path.realpath(path))
-
-
-def _collision(output: str | None, db: str | None, inputs) -> str | None:
-    """Why the output file and the job store cannot be written as asked, or None: they are one
-    file, or one of them is an input (writing would destroy it)."""
-    written = {}
-    if output is not None:
-        written[_file_key(output)] = f"--output {output}"
-    if db is not None:
-        for suffix in ("", "-wal", "-shm"):
-            key = _file_key(db + suffix)
-            if key in written:
-                return f"--db {db} and {written[key]} are the same file; give them different paths"
-            written[key] = f"--db {db}" if not suffix else f"the job store's {db + suffix}"
-    if output is not None and _file_key(output + PARTIAL_SUFFIX) in written:
-        return f"--output {output} collides with the job store {db}; give them different paths"
-    if any(k[0] == "inode" for k in written):
-        for item in inputs:
-            key = _file_key(item.path)
-            if key in written:
-                return f"{written[key]} is also an input ({item.path}): writing it would destroy it"
-    return None
 
 
 class Tally:
@@ -380,53 +348,6 @@ def _progress(total: int, enabled: bool):
         yield bar
     finally:
         bar.close()
-
-
-PARTIAL_SUFFIX = ".vqa-partial"
-
-
-@contextmanager
-def _open_output(output: str | None) -> Iterator[TextIO]:
-    """stdout (left open) or a UTF-8 file; newline='' so CSV keeps newlines inside fields.
-
-    A file is written as OUTPUT.vqa-partial beside it and renamed over OUTPUT when the run
-    ends (also when it stops early: what was written is valid), so an existing OUTPUT is only
-    replaced whole, and a symlink at OUTPUT is replaced, never written through. A device or
-    FIFO (/dev/null, a pipe) is written directly."""
-    if output in (None, "-"):
-        if hasattr(sys.stdout, "reconfigure"):
-            sys.stdout.reconfigure(errors="surrogateescape")
-        yield sys.stdout
-        return
-    # surrogateescape: a non-UTF-8 filename goes into CSV as the bytes it has on disk
-    # (the JSON writers escape it instead, see vqa.report).
-    text = dict(encoding="utf-8", errors="surrogateescape", newline="")
-    try:
-        special = not stat.S_ISREG(os.stat(output).st_mode)
-    except OSError:
-        special = False
-    if special:
-        f, partial = open(output, "w", **text), None
-    else:
-        partial = output + PARTIAL_SUFFIX
-        with suppress(FileNotFoundError):
-            os.unlink(partial)  # left by a killed run
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o666)
-        f = os.fdopen(fd, "w", **text)
-    try:
-        yield f
-    except BaseException:
-        # Already failing (a full disk, Ctrl-C): a second error from flushing must not hide it.
-        with suppress(OSError):
-            f.close()
-        if partial is not None:
-            with suppress(OSError):
-                os.replace(partial, output)
-        raise
-    f.close()
-    if partial is not None:
-        os.replace(partial, output)
 
 
 @cli.command()
