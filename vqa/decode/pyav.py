@@ -46,7 +46,7 @@ _NO_DECODER = "vqa-headers-only"
 # the length is estimated from the file size at the rate (seconds per byte) measured so far.
 MEASURE_MAX_PACKETS = 20_000
 MEASURE_MAX_BYTES = 64 << 20
-MEASURE_TAIL_S = 10.0  # the measure starts this far before the declared end
+MEASURE_TAIL_S = 1.0  # the measure starts this far before the declared end (at its keyframe)
 # A measured end this far from the declared one (and 2% of it) means the header is wrong.
 LENGTH_SLACK_S = 1.0
 
@@ -191,9 +191,9 @@ class PyAVReader(VideoReader):
             end_s = read / self._fps
             estimate_s = end_s * estimate_s  # here: the file's size over the bytes read
         fps = self._fps
-        if declared_s > 0 and abs(end_s - declared_s) <= max(LENGTH_SLACK_S, 0.02 * declared_s) and (
-                eof or end_s <= declared_s):
-            return None  # the header is right (or, scanning from its end, not contradicted)
+        slack = max(LENGTH_SLACK_S, 0.02 * declared_s)
+        if declared_s > 0 and (abs(end_s - declared_s) <= slack if eof else end_s <= declared_s + slack):
+            return None  # the header is right, or (the scan stopped short of the end) not contradicted
         if eof:
             frames = counted if counted is not None else round(end_s * fps)
             if declared_s > end_s:
