@@ -54,7 +54,7 @@ def test_rerun_skips_finished_videos_and_rewrites_the_output(fake, folder, tmp_p
     assert again.exit_code == 1
     assert scored_paths() == []  # nothing scored twice
     assert out.read_text() == before
-    assert "0 scored" in again.stderr and "4 skipped" in again.stderr
+    assert "4 from the job store, 0 processed" in again.stderr
 
 
 def test_changed_file_or_options_are_scored_again(fake, folder, tmp_path):
@@ -107,7 +107,7 @@ def test_fail_fast_stops_after_the_first_failure(fake, folder, tmp_path):
 
 def test_summary_on_stderr_and_quiet(fake, folder):
     result = run(folder)
-    assert "4 videos: 3 ok, 1 failed, 0 skipped" in result.stderr
+    assert "4 videos: 3 ok, 1 failed; 4 processed in" in result.stderr
     assert "videos/min" in result.stderr
     assert run(folder, "--quiet").stderr == ""
 
@@ -161,11 +161,12 @@ class WatchingScorer(FakeScorer):
 
 
 def test_results_are_written_as_they_arrive(monkeypatch, folder, tmp_path):
-    WatchingScorer.out = tmp_path / "results.jsonl"
+    # Written to results.jsonl.vqa-partial as they arrive, renamed into place at the end.
+    WatchingScorer.out = tmp_path / "results.jsonl.vqa-partial"
     monkeypatch.setattr(cli, "_make_scorer", WatchingScorer)
-    result = run(folder, "--output", WatchingScorer.out)
+    result = run(folder, "--output", tmp_path / "results.jsonl")
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    assert len(lines(WatchingScorer.out)) == 4
+    assert len(lines(tmp_path / "results.jsonl")) == 4 and not WatchingScorer.out.exists()
 
 
 def test_run_job_commits_before_yielding(tmp_path):

@@ -79,4 +79,4 @@ def test_kill_9_at_random_points_then_resume(make_clip, tmp_path):
     assert len(after) == CLIPS + 1
     # Rows from before the last run were not scored again.
     assert all(after[path] == t for path, t in before_last.items())
-    assert f"{len(before_last)} skipped" in err.decode()
+    assert f"{len(before_last)} from the job store" in err.decode()

@@ -9,26 +9,30 @@ import os
 import signal
 import sys
 import time
-from contextlib import ExitStack, contextmanager, suppress
-from typing import Iterator, TextIO
+from contextlib import ExitStack, contextmanager
 
 import click
 
-from vqa.errors import VQAError
+from vqa import outputs
+from vqa.errors import OutputError, VQAError
 from vqa.inputs import expand_inputs
-from vqa.job import SCORED, STORED, Outcome, run_job
+from vqa.job import STORED, Outcome, run_job
 from vqa.jobstore import JobStore, default_db_path
 from vqa.report import FORMATS, open_writer
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: interrupted
 
 EXIT_CODES_HELP = """\b
 Exit status:
   0  every video was scored
   1  some videos failed; each still has a record with status "error"
   2  usage error: bad option, missing model or backend (nothing scored)
-  3  the run stopped early: an internal error, or the output could not be
-     written (E_OUTPUT); records so far are valid and in the job store
+  3  the run stopped early: an internal error, or the output or the job
+     store could not be written (E_OUTPUT); records so far are valid and in
+     the job store
+  130, 143  interrupted by Ctrl-C (SIGINT) or SIGTERM; records so far are
+     written and stored: run the same command again to resume
 Set VQA_DEBUG=1 to see the traceback instead of a one-line error."""
 
 
@@ -179,7 +183,19 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     on stderr ends every run (--quiet drops both). With --output, the job is
     resumable: run the same command again after any interruption.
     """
-    signal.signal(signal.SIGTERM, _terminate)
+    # An interrupted job has its own status, not 1 ("some videos failed"): 130 or 143. The
+    # handlers are put back afterwards, for a caller that runs the command in-process.
+    previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
+               decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
+           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
@@ -190,6 +206,10 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
         sys.exit(EXIT_USAGE)
     if db is None and to_file:
         db = default_db_path(output)
+    collision = outputs.collision(output if to_file else None, db, inputs)
+    if collision:  # before anything is written
+        click.echo(f"error: E_USAGE: {collision}", err=True)
+        sys.exit(EXIT_USAGE)
 
     options = dict(backend=backend, precision=precision, decoder=decoder, frames=frames, mode=mode,
                    workers=workers, batch_size=batch_size, model_dir=model_dir, threads=threads)
@@ -213,11 +233,11 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
         spec = getattr(scorer, "spec", None)
         model = spec.to_dict() if spec is not None else {}
         try:
-            stream = stack.enter_context(_open_output(output))
+            stream = stack.enter_context(outputs.open_output(output))
         except OSError as e:
             click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
             sys.exit(EXIT_USAGE)
-        tally = Tally(len(inputs))
+        tally = Tally(len(inputs), with_store=store is not None)
         # Progress only where a person watches stderr and the results are not on that screen.
         show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
         progress = stack.enter_context(_progress(len(inputs), show_progress))
@@ -237,6 +257,11 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
             # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
+        except SystemExit as e:
+            if e.code in (EXIT_SIGINT, EXIT_SIGTERM) and not quiet:
+                progress.close()
+                click.echo(tally.summary(stopped=True) + "; run the same command to resume", err=True)
+            raise
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if _debug():
                 raise
@@ -247,10 +272,6 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
         if not quiet:
             click.echo(tally.summary(), err=True)
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
-
-
-class OutputError(VQAError):
-    code = "E_OUTPUT"
 
 
 def _guard_output(output, store, write, *args, **kwargs):
@@ -265,33 +286,43 @@ def _guard_output(output, store, write, *args, **kwargs):
 
 
 def _terminate(signum, _frame):
-    # SIGTERM (a scheduler stopping the job) unwinds like Ctrl-C: workers stop, shared memory goes.
+    # SIGTERM (a scheduler stopping the job) and Ctrl-C unwind the same way: workers stop,
+    # shared memory goes, the output is put in place; the status is 128 + the signal.
     raise SystemExit(128 + signum)
 
 
 class Tally:
     """Counts for the progress bar and the closing summary."""
 
-    def __init__(self, total: int):
-        self.total, self.ok, self.failed, self.stored, self.scored = total, 0, 0, 0, 0
+    def __init__(self, total: int, with_store: bool = False):
+        self.total, self.ok, self.failed, self.stored = total, 0, 0, 0
+        self.with_store = with_store
         self.started = time.monotonic()
 
     def add(self, outcome: Outcome) -> None:
         self.ok += outcome.ok
         self.failed += not outcome.ok
         self.stored += outcome.source == STORED
-        self.scored += outcome.source == SCORED
 
     def postfix(self) -> str:
-        return f"ok={self.ok} failed={self.failed} skipped={self.stored}"
+        stored = f" stored={self.stored}" if self.with_store else ""
+        return f"ok={self.ok} failed={self.failed}{stored}"
 
-    def summary(self) -> str:
+    def summary(self, stopped: bool = False) -> str:
+        """E.g. "vqa: 50 videos: 43 ok, 7 failed; 40 from the job store, 10 processed in 3.1 s,
+        193.5 videos/min". ok + failed are all the videos; from the store + processed too."""
         elapsed = time.monotonic() - self.started
         done = self.ok + self.failed
-        rate = self.scored / elapsed * 60 if elapsed > 0 else 0.0
-        head = f"vqa: {done} of {self.total} videos" if done < self.total else f"vqa: {done} videos"
-        return (f"{head}: {self.ok} ok, {self.failed} failed, {self.stored} skipped (already in the job "
-                f"store); {self.scored} scored in {elapsed:.1f} s, {rate:.1f} videos/min")
+        processed = done - self.stored  # scored now, or failed their checks now
+        noun = "video" if self.total == 1 else "videos"
+        head = f"{done} of {self.total} {noun}" if done < self.total or stopped else f"{done} {noun}"
+        text = f"vqa: {'interrupted, ' if stopped else ''}{head}: {self.ok} ok, {self.failed} failed; "
+        if self.with_store:
+            text += f"{self.stored} from the job store, "
+        text += f"{processed} processed in {elapsed:.1f} s"
+        if processed and elapsed > 0:
+            text += f", {processed / elapsed * 60:.1f} videos/min"
+        return text
 
 
 class _NoProgress:
@@ -317,27 +348,6 @@ def _progress(total: int, enabled: bool):
         yield bar
     finally:
         bar.close()
-
-
-@contextmanager
-def _open_output(output: str | None) -> Iterator[TextIO]:
-    """stdout (left open) or a UTF-8 file; newline='' so CSV keeps newlines inside fields."""
-    if output in (None, "-"):
-        if hasattr(sys.stdout, "reconfigure"):
-            sys.stdout.reconfigure(errors="surrogateescape")
-        yield sys.stdout
-        return
-    # surrogateescape: a non-UTF-8 filename goes into CSV as the bytes it has on disk
-    # (the JSON writers escape it instead, see vqa.report).
-    f = open(output, "w", encoding="utf-8", errors="surrogateescape", newline="")
-    try:
-        yield f
-    except BaseException:
-        # Already failing (a full disk, Ctrl-C): a second error from flushing must not hide it.
-        with suppress(OSError):
-            f.close()
-        raise
-    f.close()
 
 
 @cli.command()

@@ -39,3 +39,9 @@ class UsageError(VQAError, ValueError):
     """Options that cannot work together or are out of bounds."""
 
     code = "E_USAGE"
+
+
+class OutputError(VQAError):
+    """The output or the job store cannot be written (a full disk, a read-only file system)."""
+
+    code = "E_OUTPUT"

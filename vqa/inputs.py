@@ -8,10 +8,14 @@ when it resolves inside that folder, so a link in an upload tree cannot pull in
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
+
+from vqa.files import FoundPath, inside
 
 VIDEO_EXTENSIONS = frozenset(
     "mp4 mov mkv webm avi m4v ts mpg mpeg wmv flv 3gp y4m".split())
@@ -38,47 +42,111 @@ def _matcher(patterns: Iterable[str] | None) -> Callable[[str], bool]:
     return lambda name: any(fnmatch.fnmatchcase(name.lower(), p) for p in lowered)
 
 
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a link loop, a link into a folder we may not read: not a folder to walk
+        return False
+
+
 def walk_videos(folder: str, *, patterns: Iterable[str] | None = None, on_error=None) -> list[str]:
     """Files under ``folder`` whose names match, recursively, sorted by path.
 
     Symlinked directories are not followed; symlinks to files are listed (``expand_inputs``
-    checks where they lead).
+    checks where they lead, and so does the decoder when it opens them). Each folder is opened
+    relative to its parent's descriptor, with no-follow semantics, so the walk neither depends
+    on PATH_MAX (a tree 500 levels deep is walked whole: its paths can be longer than any the
+    system opens) nor follows a folder swapped for a link while it runs. ``on_error(path,
+    OSError)`` hears of each folder that cannot be read.
     """
     match = _matcher(patterns)
-    found = []
-    for root, _dirs, files in os.walk(folder, followlinks=False, onerror=on_error):
-        found.extend(os.path.join(root, f) for f in files if match(f))
+    found: list[str] = []
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        top = os.open(folder, flags)
+    except OSError as exc:
+        if on_error is not None:
+            on_error(folder, exc)
+        return found
+    stack: list[tuple[int, str, Iterator[str]]] = []  # (descriptor, path, subfolders to visit)
+
+    def visit(fd: int, path: str) -> None:
+        subdirs = []
+        try:
+            with os.scandir(fd) as entries:
+                for e in entries:
+                    if _is_dir(e):  # a link to a folder is a folder too, and never followed
+                        if not e.is_symlink():
+                            subdirs.append(e.name)
+                    elif match(e.name):
+                        found.append(os.path.join(path, e.name))
+        except OSError as exc:
+            if on_error is not None:
+                on_error(path, exc)
+        stack.append((fd, path, iter(sorted(subdirs))))
+
+    visit(top, folder)
+    while stack:
+        fd, path, subdirs = stack[-1]
+        name = next(subdirs, None)
+        if name is None:
+            os.close(fd)
+            stack.pop()
+            continue
+        child = os.path.join(path, name)
+        try:
+            child_fd = os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP and on_error is not None:  # ELOOP: now a symlink, skipped
+                on_error(child, exc)
+            continue
+        visit(child_fd, child)
     return sorted(found)
 
 
 def _inside(path: str, root_real: str) -> bool:
-    real = os.path.realpath(path)
-    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+    return inside(os.path.realpath(path), root_real)
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None,
                   warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
     """Files as given, folders expanded to their videos, in the order given.
 
-    A path that does not exist is kept with E_NOT_FOUND, and a file found in a folder that
-    resolves outside it gets E_BAD_PATH, so that each still gets its record.
+    A path that does not exist is kept with E_NOT_FOUND (a URL is told that URLs are not
+    inputs), a file found in a folder that resolves outside it gets E_BAD_PATH, and a folder
+    inside that cannot be read gets E_UNREADABLE, so that each still gets its record and the
+    exit status counts it. Files found in a folder are ``FoundPath``s: the decoder checks again,
+    when it opens one, that it still leads inside that folder.
     """
     inputs: list[Input] = []
     for p in paths:
         p = os.fsdecode(p)
         if os.path.isdir(p):
             root_real = os.path.realpath(p)
-            videos = walk_videos(p, patterns=patterns,
-                                 on_error=lambda e: warn(f"cannot read {e.filename}: {e.strerror}"))
-            if not videos:
+            unreadable: list[Input] = []
+            videos = walk_videos(p, patterns=patterns, on_error=lambda path, e: unreadable.append(
+                Input(path, ("E_UNREADABLE", f"cannot read the folder {path!r}: {e.strerror}; "
+                                             "the videos in it, if any, were not scored"))))
+            if not videos and not unreadable:
                 warn(f"no video files found in {p}")
+            found = []
             for v in videos:
                 if os.path.islink(v) and not _inside(v, root_real):
-                    inputs.append(Input(v, ("E_BAD_PATH", f"{v!r} is a link that leads outside {p!r}")))
+                    found.append(Input(v, ("E_BAD_PATH", f"{v!r} is a link that leads outside {p!r}")))
                 else:
-                    inputs.append(Input(v))
+                    found.append(Input(FoundPath(v, root_real)))
+            for item in unreadable:
+                warn(item.error[1])
+            inputs.extend(sorted(found + unreadable, key=lambda i: i.path))
         elif not os.path.lexists(p):
-            inputs.append(Input(p, ("E_NOT_FOUND", f"no such file or directory: {p}")))
+            if _URL.match(p):
+                inputs.append(Input(p, ("E_BAD_PATH", f"{p} is a URL, and URLs are not inputs: "
+                                                      "download the file and score the local copy")))
+            else:
+                inputs.append(Input(p, ("E_NOT_FOUND", f"no such file or directory: {p}")))
         else:
             inputs.append(Input(p))
     return inputs

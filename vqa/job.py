@@ -64,8 +64,11 @@ def run_job(scorer, inputs: list[Input | str], *, store: JobStore | None = None,
             if result is None:
                 raise RuntimeError(f"the scorer returned no record for {item.path!r}")
             record = result.to_dict()
-            if store is not None and value is not None:
-                store.put(value, key, record)
+            # Keyed on the file the decoder opened, when the record says: a file replaced since
+            # the lookup is stored as what was scored, not under the identity it had before.
+            identity = Identity.of_opened(item.path, result.video) or value
+            if store is not None and identity is not None:
+                store.put(identity, key, record)
             yield Outcome(record, SCORED)
     finally:
         scored.close()  # stopped early (--fail-fast, Ctrl-C): the scorer stops its tasks

@@ -1,7 +1,11 @@
 """The job store: an SQLite file that remembers every finished record, so a job can resume.
 
-A video's key is its identity (path bytes, size, modification time) plus the model and
-options in force: change any of them and the video is scored again. A record is committed
+A video's key is its identity (path bytes, size, modification time and a content fingerprint:
+``vqa.files.fingerprint``) plus the model and the options that change results: change any of
+them and the video is scored again. Options that only change speed (batch size, mode, workers)
+are left out of the key. A scored record is stored under the identity of the file the decoder
+opened (``VideoInfo``), so a file replaced between the lookup and the scoring is stored as what
+was really scored. A record is committed
 before it is written to the output, so a job killed at any moment loses at most the
 videos it was working on; the next run takes the rest from here.
 
@@ -16,25 +20,32 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from vqa.errors import UsageError
+from vqa.errors import OutputError, UsageError
+from vqa.files import fingerprint
 
-SCHEMA_VERSION = 1  # PRAGMA user_version; a store from another layout is refused, not misread
+SCHEMA_VERSION = 2  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     path BLOB NOT NULL,          -- os.fsencode(path): any bytes a filename can hold
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
-    config TEXT NOT NULL,        -- config_key(): model sha256 and options
+    fingerprint TEXT NOT NULL,   -- vqa.files.fingerprint of the content
+    config TEXT NOT NULL,        -- config_key(): model sha256 and the options that change results
     status TEXT NOT NULL,        -- "ok" or "error"
     record TEXT NOT NULL,        -- the output record as JSON (ASCII, so any path round-trips)
     scored_at REAL NOT NULL,     -- Unix time the record was stored
-    PRIMARY KEY (path, size, mtime_ns, config)
+    PRIMARY KEY (path, size, mtime_ns, fingerprint, config)
 )
 """
+# The config keys that change a result. batch_size and mode only change speed (results do not
+# depend on them: tests/test_engine.py), and the worker count is not in config at all.
+RESULT_OPTIONS = ("sampling", "backend", "decoder", "precision")
+_SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 @dataclass(frozen=True)
@@ -42,20 +53,45 @@ class Identity:
     path: bytes
     size: int
     mtime_ns: int
+    fingerprint: str = ""
 
     @classmethod
     def of(cls, path: str) -> Identity | None:
-        """The file's identity now, or None when it cannot be stat'ed (it gets a fresh record)."""
+        """The file's identity now, or None when it cannot be stat'ed (it gets a fresh record
+        each time). Only a regular file is opened, to read its fingerprint."""
         try:
             st = os.stat(path)
         except OSError:
             return None
-        return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device is never read: no fingerprint
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)  # unreadable: E_UNREADABLE
+        try:
+            st = os.fstat(fd)
+            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns,
+                       fingerprint(fd, st.st_size) if stat.S_ISREG(st.st_mode) else "")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def of_opened(cls, path: str, video) -> Identity | None:
+        """The identity of the file a decoder opened to make a record (``VideoInfo``), or None
+        when the record does not say (it failed before the file was read)."""
+        if video is None or not getattr(video, "fingerprint", ""):
+            return None
+        return cls(os.fsencode(path), video.size_bytes, video.mtime_ns, video.fingerprint)
 
 
 def config_key(model: dict[str, Any], config: dict[str, Any]) -> str:
-    """A short stable digest of everything that changes a result."""
-    text = json.dumps({"model": model, "config": config}, sort_keys=True, default=str)
+    """A short stable digest of everything that changes a result: the model and the options
+    in ``RESULT_OPTIONS`` (others, like the batch size, only change speed)."""
+    options = {k: v for k, v in config.items() if k in RESULT_OPTIONS}
+    text = json.dumps({"model": model, "config": options}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -64,48 +100,74 @@ def default_db_path(output: str) -> str:
 
 
 class JobStore:
-    """One job's store; one process at a time (a second job on the same store is refused)."""
+    """One job's store; one process at a time (a second job on the same store is refused).
+
+    The store file itself is locked (``flock``, apart from SQLite's own locks), so no lock file
+    is left beside it. A file that is not a vqa store of this version is refused before
+    anything is written to it: no journal mode is changed, no table is made."""
 
     def __init__(self, path: str):
         self.path = path
-        # A lock file beside the database: two jobs writing one store would each rewrite
-        # the same output file from under the other.
+        self._db = None
+        created = not os.path.lexists(path)
         try:
-            self._lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
             raise UsageError(f"cannot write the job store {path}: {e.strerror}") from None
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            raise UsageError(f"another vqa job is using {path}; wait for it or pass a different --db") from None
-        try:
+            if not stat.S_ISREG(os.fstat(self._lock_fd).st_mode):
+                raise UsageError(f"{path} is not a regular file; pass another --db")
+            try:
+                # Two jobs writing one store would each rewrite the same output from under the other.
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UsageError(f"another vqa job is using {path}; wait for it or pass a different --db") from None
+            self._check(path)
             self._db = sqlite3.connect(path, isolation_level=None)  # autocommit: one statement, one commit
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            tables = self._db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-            if version != SCHEMA_VERSION and (version or tables):
-                raise UsageError(f"{path} is not a vqa job store of this version (schema {version}, "
-                                 f"expected {SCHEMA_VERSION}); pass another --db")
             self._db.execute(SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except (sqlite3.DatabaseError, UsageError) as e:
+        except (sqlite3.Error, UsageError) as e:
             self._db_close_quietly()
+            if created:
+                for leftover in (path, path + "-wal", path + "-shm"):
+                    try:
+                        os.unlink(leftover)
+                    except OSError:
+                        pass
             os.close(self._lock_fd)
             if isinstance(e, UsageError):
                 raise
             raise UsageError(f"cannot use {path} as a job store: {e}") from None
 
+    def _check(self, path: str) -> None:
+        """Refuse a file that is not a vqa store of this version, reading only."""
+        head = os.pread(self._lock_fd, 100, 0)
+        if not head:
+            return  # new (or empty): ours to make
+        if not head.startswith(_SQLITE_MAGIC):
+            raise UsageError(f"{path} is not a vqa job store (not an SQLite database); pass another --db")
+        uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        finally:
+            db.close()
+        if version != SCHEMA_VERSION and (version or tables):
+            raise UsageError(f"{path} is not a vqa job store of this version (schema {version}, "
+                             f"expected {SCHEMA_VERSION}); pass another --db")
+
     def _db_close_quietly(self) -> None:
-        db = getattr(self, "_db", None)
+        db, self._db = self._db, None
         if db is not None:
             db.close()
 
     def _lookup(self, column: str, identity: Identity, config: str):
         row = self._db.execute(
-            f"SELECT {column} FROM results WHERE path=? AND size=? AND mtime_ns=? AND config=?",
-            (identity.path, identity.size, identity.mtime_ns, config)).fetchone()
+            f"SELECT {column} FROM results WHERE path=? AND size=? AND mtime_ns=? AND fingerprint=? AND config=?",
+            (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config)).fetchone()
         return None if row is None else row[0]
 
     def status(self, identity: Identity, config: str) -> str | None:
@@ -117,17 +179,22 @@ class JobStore:
         return None if record is None else json.loads(record)
 
     def put(self, identity: Identity, config: str, record: dict[str, Any]) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (identity.path, identity.size, identity.mtime_ns, config, record["status"],
-             json.dumps(record, ensure_ascii=True), time.time()))
+        """Store ``record``; a full disk (or any write failure) is ``OutputError`` (E_OUTPUT)."""
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config,
+                 record["status"], json.dumps(record, ensure_ascii=True), time.time()))
+        except sqlite3.OperationalError as e:
+            raise OutputError(f"cannot write the job store {self.path}: {e}; free some space and "
+                              "re-run to resume") from None
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self) -> None:
         try:
-            self._db.close()
+            self._db_close_quietly()
         finally:
             os.close(self._lock_fd)  # closing the descriptor drops the lock
 

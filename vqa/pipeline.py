@@ -22,7 +22,7 @@ from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
 from .decode import open_video
 from .errors import InputError, UsageError, VQAError
-from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb, check_limits
+from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb, check_limits, out_of_memory
 from .infer import BACKENDS, DEFAULT_BACKEND, MODES, PRECISIONS, open_inferencer
 from .model import load_model_spec
 from .preprocess import fragments, frame_stats
@@ -142,7 +142,8 @@ class Scorer:
         except MemoryError as e:  # the code a worker gives; here no limit applies, the machine ran out
             record.error = {"code": "E_MEMORY_LIMIT", "message": f"out of memory on it: {type(e).__name__}"}
         except Exception as e:  # a decoder or model fault on one file must not end the batch
-            record.error = {"code": "E_INTERNAL", "message": f"{type(e).__name__}: {e}"}
+            record.error = ({"code": "E_MEMORY_LIMIT", "message": f"out of memory on it: {type(e).__name__}: {e}"}
+                            if out_of_memory(e) else {"code": "E_INTERNAL", "message": f"{type(e).__name__}: {e}"})
         return record
 
     def _score_parallel(self, paths: list) -> Iterator[VideoScore]:

@@ -18,9 +18,20 @@ from vqa.types import DEFECT_TYPES, VideoScore
 FORMATS = ("table", "json", "jsonl", "csv")
 from .aggregate import CATEGORIES
 
+# Every field of the contract, flat. The first 13 columns came first and keep their names and
+# order; the nested objects follow as "<object>_<key>" columns (video's keys keep their bare names).
+_VIDEO_KEYS = ("width", "height", "fps", "duration_s", "codec", "rotation", "frame_count",
+               "pixel_format", "size_bytes", "fingerprint")
+_NESTED = {
+    "frames": ("sampled", "decoded", "decode_errors"),
+    "model": ("name", "version", "sha256"),
+    "config": ("sampling", "backend", "batch_size", "decoder", "precision", "mode"),
+    "sampling": ("mode", "requested", "runs", "run_length"),
+}
 CSV_COLUMNS = (
     "path", "status", "score", "category", "defects", "width", "height", "fps",
     "duration_s", "codec", "error_code", "error_message", "warnings",
+    *_VIDEO_KEYS[5:], *(f"{obj}_{key}" for obj, keys in _NESTED.items() for key in keys),
 )
 
 _NUM = {"type": "number"}
@@ -59,6 +70,8 @@ CONTRACT_SCHEMA: dict[str, Any] = {
                 "duration_s": {"type": "number", "minimum": 0},
                 "codec": {"type": "string"},
                 "rotation": {"enum": [0, 90, 180, 270]},
+                "size_bytes": _COUNT,
+                "fingerprint": {"type": "string"},
             },
         }]},
         "frames": {"type": "object", "properties": {
@@ -93,15 +106,18 @@ CONTRACT_SCHEMA: dict[str, Any] = {
 }
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Lone surrogates (a non-UTF-8 name's bytes), and the characters that str.splitlines() and
+# JavaScript take for line ends although JSON allows them raw: NEL, LINE and PARAGRAPH SEPARATOR.
+_ESCAPE = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
 
 
 def dumps(d: Mapping[str, Any]) -> str:
     """One record as JSON text, UTF-8 where possible. A path that is not valid UTF-8 carries
     its raw bytes as lone surrogates (os.fsdecode); those are written as \\udcXX escapes, so
-    the line stays valid JSON and ``os.fsencode(json.loads(line)["path"])`` gives the bytes back."""
+    the line stays valid JSON and ``os.fsencode(json.loads(line)["path"])`` gives the bytes back.
+    U+0085, U+2028 and U+2029 are escaped too, so a reader that splits on them sees one line."""
     text = json.dumps(d, ensure_ascii=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _as_dict(record: VideoScore | Mapping[str, Any]) -> dict[str, Any]:
@@ -183,9 +199,11 @@ class CsvWriter(Writer):
         blank = lambda v: "" if v is None else v  # noqa: E731 - None reads as an empty cell
         return [d["path"], d["status"], blank(d.get("score")), blank(d.get("category")),
                 format_defects(d.get("defects") or []),
-                *(blank(video.get(k)) for k in ("width", "height", "fps", "duration_s", "codec")),
+                *(blank(video.get(k)) for k in _VIDEO_KEYS[:5]),
                 blank(error.get("code")), blank(error.get("message")),
-                "; ".join(d.get("warnings") or [])]
+                "; ".join(d.get("warnings") or []),
+                *(blank(video.get(k)) for k in _VIDEO_KEYS[5:]),
+                *(blank((d.get(obj) or {}).get(key)) for obj, keys in _NESTED.items() for key in keys)]
 
     def write(self, record):
         self._csv.writerow(self.row(_as_dict(record)))

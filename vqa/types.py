@@ -26,13 +26,18 @@ class VideoInfo:
     rotation: int = 0  # degrees clockwise the decoder turns frames to display them
     pixel_format: str = ""
     frame_count_declared: bool = False  # the container states frame_count (not an estimate)
+    # The file the frames came from, as opened: what a job store keys a record on.
+    size_bytes: int = 0
+    mtime_ns: int = 0  # not in to_dict(): a property of the copy, not of the content
+    fingerprint: str = ""  # vqa.files.fingerprint: the size and the first and last 128 KiB
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "width": self.width, "height": self.height, "fps": round(self.fps, 3),
             "duration_s": round(self.duration_s, 3), "codec": self.codec,
             "rotation": self.rotation, "frame_count": self.frame_count,
-            "pixel_format": self.pixel_format,
+            "pixel_format": self.pixel_format, "size_bytes": self.size_bytes,
+            "fingerprint": self.fingerprint,
         }
 
 

@@ -17,7 +17,6 @@ runaway decoder push the machine into the kernel's OOM killer.
 """
 from __future__ import annotations
 
-import errno
 import math
 import os
 import signal
@@ -30,6 +29,7 @@ from pathlib import Path
 from .batch import RingSpec, RingWriter
 from .decode import open_video
 from .errors import VQAError
+from .limits import out_of_memory
 from .preprocess import FrameStats, fragments, frame_stats
 from .types import SamplePlan
 
@@ -155,17 +155,8 @@ def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _out_of_memory(exc: BaseException) -> bool:
-    """True if ``exc`` is, or was raised while handling, a failed allocation: MemoryError
-    (av.error.MemoryError, FFmpeg's ENOMEM, is one; the decoders may wrap it in an InputError),
-    an OSError ENOMEM (mmap), or a lazy import whose library could not be mapped."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if (isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM)
-                or (isinstance(exc, ImportError) and "failed to map segment" in str(exc))):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+# issue 9: OpenCV's allocation failures count too; one definition for workers and in-process.
+_out_of_memory = out_of_memory
 
 
 def _run(task, link: _Link, ring: RingWriter) -> None:

@@ -10,6 +10,7 @@ reported as a ``W_CAPPED`` warning, never silently.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from abc import ABC, abstractmethod
@@ -19,6 +20,8 @@ from typing import ClassVar
 import numpy as np
 
 from vqa.errors import InputError, UsageError
+from vqa.files import fingerprint, has_proc_fd, open_input
+from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
 # A run this far (seconds) ahead of the decode position is reached by seeking, not decoding.
@@ -32,6 +35,10 @@ PTS_TOLERANCE_S = 1e-6
 # is 33 Mpx), so every real video passes with 2x headroom, while one RGB frame stays under
 # 202 MB. FFmpeg's own limit is about 268 Mpx, or 2 GB for one 16-bit RGBA frame.
 MAX_PIXELS = 8192 * 8192
+# Longest side over shortest side of a frame, beyond which a video is refused (E_ASPECT_RATIO)
+# when it is opened. The widest real formats are about 4:1 (panoramas, 32:9 screens), 12:1
+# for the odd LED-wall or line-scan clip; 8192x1 passes the pixel cap but is no picture.
+MAX_ASPECT_RATIO = 32
 # FFmpeg demuxers (their names, as FFmpeg's format_whitelist matches them) of real video
 # containers and raw video streams; both backends refuse anything else at open. mov covers
 # mp4/m4v/3gp/mj2, matroska covers mkv and webm. Left out on purpose: playlists and scripts
@@ -61,7 +68,8 @@ VFR_MAX_INTERVALS = 4096
 
 
 def check_input_path(path: str) -> None:
-    """Raise InputError with a stable code for what can be told before any demuxer runs."""
+    """Raise InputError with a stable code for what can be told before any demuxer runs.
+    (Readers open the file with ``vqa.files.open_input``, which checks the opened descriptor.)"""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -82,12 +90,26 @@ def check_input_path(path: str) -> None:
 
 
 def check_frame_size(path: str, width: int, height: int, max_pixels: int, *, what: str) -> None:
-    """Raise E_TOO_MANY_PIXELS when ``width * height`` is above ``max_pixels``."""
+    """Raise E_TOO_MANY_PIXELS when ``width * height`` is above ``max_pixels``, E_ASPECT_RATIO
+    when the shape is absurd (``check_aspect``)."""
+    check_aspect(path, width, height)
     if width * height > max_pixels:
         raise InputError(
             f"{path!r} {what} {width}x{height} frames ({width * height / 1e6:.1f} Mpx), above the "
             f"{max_pixels / 1e6:.1f} Mpx this reader decodes; a real video this large needs a "
             "reader made with a larger max_pixels", code="E_TOO_MANY_PIXELS")
+
+
+def check_aspect(path: str, width: int, height: int) -> None:
+    """Raise E_ASPECT_RATIO for frames no camera or screen makes: one side more than
+    MAX_ASPECT_RATIO times the other. Such shapes pass the pixel cap (8192x1 is 8 kpx) but make
+    every per-frame step that works on squares (fragments, thumbnails) degenerate. A size not
+    known yet (0) is left to the later checks."""
+    short, long = min(width, height), max(width, height)
+    if short > 0 and long > MAX_ASPECT_RATIO * short:
+        raise InputError(
+            f"{path!r} has {width}x{height} frames: an aspect ratio over {MAX_ASPECT_RATIO}:1 is "
+            "refused (no real video is shaped so)", code="E_ASPECT_RATIO")
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...]) -> None:
@@ -138,12 +160,29 @@ class VideoReader(ABC):
         self._pts_backwards = 0  # consecutive grabs whose pts went back
         self._frame_shape: tuple[int, int] | None = None
         self._closed = False
-        check_input_path(self.path)
+        self._yielded = 0  # frames handed out by read()
+        self._ended = False  # a grab found the end of the stream
+        self._budget: int | None = None  # frames_decoded at which read() stops (sampled plans)
+        self._open_run_limit: int | None = None
+        self._file = None
+        # Opened once and checked (vqa.files); the backend reads this descriptor, not the path.
+        self._file = open_input(self.path)
         try:
-            self._info = self._open()
+            info = self._open()
+            check_aspect(self.path, info.width, info.height)
+            # Identity of the content read: what a job store keys the record on.
+            self._info = dataclasses.replace(
+                info, size_bytes=self._file.size_bytes, mtime_ns=self._file.mtime_ns,
+                fingerprint=fingerprint(self._file.fd, self._file.size_bytes))
         except BaseException:
             self.close()
             raise
+
+    @property
+    def source(self) -> str:
+        """The name a backend opens: the checked descriptor's /proc/self/fd entry (FFmpeg cannot
+        resolve it to another file), or the path's real path where there is no /proc."""
+        return self._file.source if has_proc_fd() else os.path.realpath(self.path)
 
     # --- what a backend implements -------------------------------------------------------
     @abstractmethod
@@ -185,8 +224,32 @@ class VideoReader(ABC):
         """
         if self._closed:
             raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
+        # A sampled plan is a bounded amount of work whatever the header says: past the budget
+        # decoding stops (W_CAPPED). Readers that never seek read forward through the video,
+        # so for them the frames the header declares are the budget, if that is more.
+        budget = decode_budget_frames(plan, self._info.width, self._info.height)
+        if budget is not None and not self.SEEKS_AHEAD:
+            budget = max(budget, self._info.frame_count)
+        self._budget = None if budget is None else self.frames_decoded + budget
+        self._open_run_limit = plan.requested if plan.mode != "all" else None
         for k, run in enumerate(plan.runs):
             yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
+        # The first segment (or the whole plan) found the stream's end before any run of its:
+        # later segments, further on, find nothing either, so no frame can be taken twice.
+        first_segment = plan.runs and plan.runs[0].span_start_s <= 0
+        if first_segment and self._ended and not self._yielded and self.frames_decoded and plan.mode != "all":
+            # The stream ended before the first run: its header declares more than it holds (a
+            # reader that cannot measure the length). Score what is there, from the start.
+            first = plan.runs[0]
+            self._warn("W_TRUNCATED", f"the stream ends before the first planned run at {first.start_s:.3f} s "
+                       f"(the file declares {self._info.duration_s:.3f} s): the frames from its start were scored")
+            self._seek(0.0)
+            self._last_pts_s = self._pending_pts_s = self._grab_pts_s = None
+            self._capped = False  # runs planned past the duration cap were the header's doing
+            yield from self._read_run(0, Run(0.0, plan.requested or 0, 0.0, first.span_end_s), bounded=False)
+
+    def _over_budget(self) -> bool:
+        return self._budget is not None and self.frames_decoded > self._budget
 
     def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
         if self._capped:
@@ -208,13 +271,17 @@ class VideoReader(ABC):
             self._last_pts_s = pending = self._grab_pts_s = None
         else:
             pending = None
-        taken = 0
-        while run.count == 0 or taken < run.count:
+        taken, in_place = 0, False
+        # An open run of a sampled plan (the header said the video is that short) takes no more
+        # than the plan asked for, whatever the stream holds.
+        limit = run.count or self._open_run_limit
+        while limit is None or taken < limit:
             if pending is not None:
                 pts, pending = pending, None
             else:
                 pts = self._grab()
                 if pts is None:
+                    self._ended = True
                     break
                 self.frames_decoded += 1
                 self._last_pts_s = pts
@@ -226,6 +293,16 @@ class VideoReader(ABC):
                     self._stop_at_cap(
                         f"stopped at {pts:.3f} s, past {self.max_duration_s:g} s (duration cap)")
                     break
+                if not in_place and self._over_budget():
+                    message = (f"decoding stopped at {pts:.3f} s after the plan's budget of "
+                               f"{self._budget} decoded frames")
+                    if self._yielded or pts >= start:
+                        self._stop_at_cap(message)
+                        break
+                    # Nothing scored yet (a stream that cannot seek, a wrong length): the frames
+                    # here stand in for this run rather than none at all.
+                    in_place, start, end = True, -float("inf"), float("inf")
+                    self._stop_at_cap(f"{message}; run {k} was taken from there instead")
             if pts < start:
                 continue
             if pts >= end:
@@ -236,8 +313,13 @@ class VideoReader(ABC):
                 self.decode_errors += 1
                 continue
             self._note_shape(rgb, pts)
+            self._yielded += 1
             yield Frame(run=k, pts_s=pts, rgb=rgb)
             taken += 1
+        if run.count == 0 and limit is not None and taken >= limit and not self._capped:
+            if self._grab() is not None:  # the header said no more: say that there was more
+                self._stop_at_cap(f"the stream holds more than the {limit} frames the plan took "
+                                  "(its header declares fewer); the rest was not read")
         self._check_intervals()
         if self.frames_decoded == 0:
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
@@ -284,7 +366,11 @@ class VideoReader(ABC):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._release()
+            try:
+                self._release()
+            finally:
+                if self._file is not None:
+                    os.close(self._file.fd)
 
     def __enter__(self) -> VideoReader:
         return self

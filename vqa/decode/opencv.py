@@ -56,22 +56,17 @@ class OpenCVReader(VideoReader):
     SEEKS_AHEAD: ClassVar[bool] = False
 
     _cap: cv2.VideoCapture | None = None
-    _fd: int | None = None
 
     def _source(self) -> str:
-        """The name OpenCV's FFmpeg opens: absolute (no "scheme:" prefix can be read into a
-        relative name), or /proc/self/fd/N of a descriptor held open for a non-UTF-8 name."""
+        """The name OpenCV's FFmpeg opens: /proc/self/fd/N of the checked descriptor, or an
+        absolute real path (no "scheme:" prefix can be read into it) where there is no /proc."""
+        source = self.source
         try:
-            self.path.encode("utf-8")
-            return os.path.realpath(self.path)
+            source.encode("utf-8")
         except UnicodeEncodeError:
-            pass
-        if not os.path.isdir("/proc/self/fd"):
             raise InputError(f"OpenCV cannot open {self.path!r}: its name is not UTF-8; rename "
-                             "it or use the pyav decoder", code="E_BAD_PATH")
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        return f"/proc/self/fd/{self._fd}"
+                             "it or use the pyav decoder", code="E_BAD_PATH") from None
+        return source
 
     def _capture(self) -> cv2.VideoCapture:
         source = self._source()
@@ -133,10 +128,5 @@ class OpenCVReader(VideoReader):
 
     def _release(self) -> None:
         cap, self._cap = self._cap, None
-        fd, self._fd = self._fd, None
-        try:
-            if cap is not None:
-                cap.release()
-        finally:
-            if fd is not None:
-                os.close(fd)
+        if cap is not None:
+            cap.release()

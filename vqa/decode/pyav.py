@@ -41,11 +41,20 @@ SEEK_RETRIES = 3
 AVI_REORDER_FRAMES = 16
 # A decoder whitelist naming no decoder: FFmpeg's stream probe then reads headers only.
 _NO_DECODER = "vqa-headers-only"
+# Measuring the length (``_measure``): packets (no decoding) read from near the declared end,
+# or from the start when nothing is declared, at most this many packets or bytes. Past either,
+# the length is estimated from the file size at the rate (seconds per byte) measured so far.
+MEASURE_MAX_PACKETS = 20_000
+MEASURE_MAX_BYTES = 64 << 20
+MEASURE_TAIL_S = 1.0  # the measure starts this far before the declared end (at its keyframe)
+# A measured end this far from the declared one (and 2% of it) means the header is wrong.
+LENGTH_SLACK_S = 1.0
 
 
-def _open_container(path: str, *, max_pixels: int,
+def _open_container(source: str, *, max_pixels: int,
                     headers_only: bool = False) -> av.container.InputContainer:
-    """Open ``path`` through the file protocol alone, as one of ``VIDEO_FORMATS``.
+    """Open ``source`` (``VideoReader.source``) through the file protocol alone, as one of
+    ``VIDEO_FORMATS``.
 
     ``headers_only`` forbids FFmpeg's probe every decoder, so no frame is allocated and the
     stream's size is the one the file declares. Otherwise ``max_pixels`` reaches the probe's
@@ -55,8 +64,18 @@ def _open_container(path: str, *, max_pixels: int,
     if headers_only:
         container_options["codec_whitelist"] = _NO_DECODER
     # metadata_errors: tags are untrusted bytes too; a non-UTF-8 title must not fail the open.
-    return av.open("file:" + os.path.realpath(path), mode="r", metadata_errors="replace",
+    return av.open("file:" + source, mode="r", metadata_errors="replace",
                    container_options=container_options, options={"max_pixels": str(max_pixels)})
+
+
+def _declared_duration(container: av.container.InputContainer) -> float:
+    """The video stream's duration in seconds as the file declares it, else the container's, else 0."""
+    stream = container.streams.video[0]
+    if stream.duration:
+        return float(stream.duration * (stream.time_base or Fraction(1, 1_000_000)))
+    if container.duration:
+        return container.duration / av.time_base
+    return 0.0
 
 
 class PyAVReader(VideoReader):
@@ -64,12 +83,15 @@ class PyAVReader(VideoReader):
     SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
 
     _container: av.container.InputContainer | None = None
+    _measurement = None  # what _measure found, read at open
+    _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
+    _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
         undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
         try:
-            with _open_container(self.path, max_pixels=self.max_pixels,
+            with _open_container(self.source, max_pixels=self.max_pixels,
                                  headers_only=True) as container:
                 stream = container.streams.video[0]
                 times = []
@@ -84,7 +106,7 @@ class PyAVReader(VideoReader):
 
     def _open_checked(self, *, headers_only: bool) -> av.container.InputContainer:
         try:
-            return _open_container(self.path, max_pixels=self.max_pixels, headers_only=headers_only)
+            return _open_container(self.source, max_pixels=self.max_pixels, headers_only=headers_only)
         except av.error.FileNotFoundError:
             raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
         except av.error.PermissionError:
@@ -111,6 +133,8 @@ class PyAVReader(VideoReader):
                              code="E_NO_VIDEO_STREAM")
         declared = self._codec_context()
         check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
+        # The length from the packets, while this container reads headers and packets only.
+        self._measurement = self._measure(self._container, _declared_duration(self._container))
         self._container.close()
         self._container = self._open_checked(headers_only=False)
         if not self._container.streams.video:
@@ -142,17 +166,103 @@ class PyAVReader(VideoReader):
         width, height = first.width, first.height
         if self._rot_k % 2:
             width, height = height, width
-        if stream.duration:
-            duration = float(stream.duration * self._time_base)
-        elif self._container.duration:
-            duration = self._container.duration / av.time_base
-        else:
-            duration = 0.0
+        duration = _declared_duration(self._container)
+        frame_count, declared = stream.frames or round(duration * self._fps), stream.frames > 0
+        measured = self._measured_length(duration)
+        if measured is not None:
+            duration, frame_count, declared = measured
         return VideoInfo(
             width=width, height=height, fps=self._fps, duration_s=duration,
-            frame_count=stream.frames or round(duration * self._fps), frame_count_declared=stream.frames > 0,
+            frame_count=frame_count, frame_count_declared=declared,
             codec=ctx.name, rotation=(-90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
+
+    def _measured_length(self, declared_s: float) -> tuple[float, int, bool] | None:
+        """(duration_s, frame_count, exact) from the packets, when the header gives no length
+        or a wrong one; None when it is right. Warns W_TRUNCATED (declares more than it holds)
+        or W_LENGTH (declares less, or nothing, and the stream is too long to count)."""
+        m = self._measurement
+        if m is None:
+            return None
+        end_s, counted, eof, estimate_s, read = m
+        if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
+            if not (self._fps and read):
+                return None
+            end_s = read / self._fps
+            estimate_s = end_s * estimate_s  # here: the file's size over the bytes read
+        fps = self._fps
+        slack = max(LENGTH_SLACK_S, 0.02 * declared_s)
+        if declared_s > 0 and (abs(end_s - declared_s) <= slack if eof else end_s <= declared_s + slack):
+            return None  # the header is right, or (the scan stopped short of the end) not contradicted
+        if eof:
+            frames = counted if counted is not None else round(end_s * fps)
+            if declared_s > end_s:
+                self._warn("W_TRUNCATED", f"the file declares {declared_s:.3f} s but its video stream "
+                           f"ends at {end_s:.3f} s: the plan follows what is there")
+            elif declared_s > 0:
+                self._warn("W_LENGTH", f"the file declares {declared_s:.3f} s but its video stream runs "
+                           f"to {end_s:.3f} s: the plan follows the measured length")
+            return end_s, frames, counted is not None
+        # Too long to read through: at least end_s; estimated from the bytes per second so far.
+        length = max(end_s, estimate_s)
+        self._warn("W_LENGTH", (f"the file declares {declared_s:.3f} s" if declared_s > 0 else
+                                "the file declares no length") + f"; its video stream runs past "
+                   f"{end_s:.3f} s, about {length:.0f} s by its size: the plan follows that estimate")
+        return length, round(length * fps), False
+
+    def _measure(self, container: av.container.InputContainer, declared_s: float):
+        """Demux (never decode) the video packets of ``container`` from near the declared end,
+        or from the start, for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s or None
+        without timestamps, packets counted from the start or None, whether the stream ended,
+        end estimated from the file size, packets read); None when nothing could be read."""
+        try:
+            stream = container.streams.video[0]
+            time_base = stream.time_base or Fraction(1, 1_000_000)
+            start_pts = stream.start_time or 0
+            from_start = True
+            if declared_s > MEASURE_TAIL_S:
+                try:  # the index, or the demuxer's search, takes us near the declared end
+                    container.seek(start_pts + math.floor((declared_s - MEASURE_TAIL_S) / time_base),
+                                   stream=stream, backward=True)
+                    from_start = False
+                except av.error.FFmpegError:
+                    pass  # cannot seek (raw streams): count from the start
+            count = size = 0
+            end_s = first_pos = last_pos = first_s = None
+            eof = True
+            for packet in container.demux(stream):
+                if packet.size == 0 and packet.pts is None and packet.dts is None:
+                    continue  # the flush packet at the end
+                count += 1
+                size += packet.size
+                t = packet.pts if packet.pts is not None else packet.dts
+                if t is not None:
+                    t_s = float((t - start_pts) * time_base)
+                    if packet.duration:
+                        t_s += float(packet.duration * time_base)
+                    end_s = t_s if end_s is None else max(end_s, t_s)
+                    if first_s is None:
+                        first_s = t_s
+                if packet.pos is not None and packet.pos >= 0:
+                    first_pos = packet.pos if first_pos is None else first_pos
+                    last_pos = packet.pos
+                if count >= MEASURE_MAX_PACKETS or size >= MEASURE_MAX_BYTES:
+                    eof = False
+                    break
+        except (av.error.FFmpegError, IndexError):
+            return None
+        if count == 0 or (end_s is None and not from_start):
+            return None
+        estimate_s = end_s
+        if not eof and last_pos and first_pos is not None and last_pos > first_pos:
+            if end_s is None:  # no clock: the share of the file read, for the caller to scale by
+                estimate_s = self._file.size_bytes / last_pos
+            else:
+                rate = (end_s - (first_s or 0.0)) / (last_pos - first_pos)  # seconds per byte
+                estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
+        elif end_s is None:
+            estimate_s = 1.0
+        return end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
@@ -248,9 +358,14 @@ class PyAVReader(VideoReader):
     def _seek(self, t_s: float) -> None:
         prev = self._prev_pts_s
         if prev is not None and t_s > prev + PTS_TOLERANCE_S:
+            if self._seeks_back:
+                return  # this stream's seeks land at its start: decoding on is the way forward
             keyframe = self._keyframe_before_s(t_s)
             if keyframe is not None and keyframe <= prev:
                 return  # long GOP: a seek would only go back to a keyframe already behind us
+        if self._unseekable:
+            self._rewind_if_behind(t_s)
+            return
         target = t_s
         for attempt in range(SEEK_RETRIES + 1):
             if attempt == SEEK_RETRIES:
@@ -261,14 +376,19 @@ class PyAVReader(VideoReader):
                       else min(self._start_pts, 0))
             try:
                 self._container.seek(int(offset), stream=self._stream, backward=True)
-            except av.error.FFmpegError as exc:
-                if attempt == SEEK_RETRIES:
-                    raise InputError(f"cannot seek in {self.path!r}: {exc.strerror}",
-                                     code="E_DECODE") from None
-                target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
-                continue
+            except av.error.FFmpegError:
+                # Raw streams cannot seek at all (and a failed seek can leave the demuxer at its
+                # end): start again, and from now on decode on to what is ahead.
+                self._unseekable = True
+                self._reopen()
+                return
             self._reset()
             frame = self._next_av_frame()
+            if (frame is not None and prev is not None and t_s > prev + SEEK_AHEAD_S
+                    and self._pts_s(frame) < prev - SEEK_AHEAD_S):
+                # A seek ahead landed far behind where we were (GIF seeks only to the start):
+                # later runs are reached by decoding on, not by reading the stream again each time.
+                self._seeks_back = True
             # Landing after t_s would silently skip frames of the run: back off and retry.
             # Landing on nothing is the end of the stream, unless this reader has not decoded
             # a frame yet: a timestamp seek in a short MPEG-TS (no index) can land past its
@@ -280,6 +400,23 @@ class PyAVReader(VideoReader):
             if frame is not None:
                 self._ready.append(frame)
             return
+
+    def _rewind_if_behind(self, t_s: float) -> None:
+        """For a stream that cannot seek: reopen it when ``t_s`` is behind the decode position."""
+        if self._prev_pts_s is not None and t_s <= self._prev_pts_s + PTS_TOLERANCE_S:
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """Read the stream again from its start, through a fresh container."""
+        self._container.close()
+        self._container = self._open_checked(headers_only=False)
+        self._stream = self._container.streams.video[0]
+        ctx = self._codec_context()
+        ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
+        ctx.thread_count = self.threads
+        if self.threads > 1:
+            ctx.thread_type = "AUTO"
+        self._reset()
 
     def _release(self) -> None:
         container, self._container = self._container, None
