@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import make_dataset as md  # noqa: E402
 import synth  # noqa: E402
+from train import f1  # noqa: E402
 
 import vqa  # noqa: E402
 from vqa import aggregate as agg  # noqa: E402
@@ -47,14 +48,6 @@ def _make(job: tuple[dict, str, Path]) -> tuple[str, list[int]]:
     labels = md.defect_labels(spec, synth.to_working(x), vmaf_codec=100.0)
     labels[MODEL_DEFECTS.index("compression")] = -1
     return str(path), labels
-
-
-def f1(found, label) -> float:
-    found, label = np.array(found), np.array(label)
-    keep = label >= 0
-    p, t = found[keep], label[keep] == 1
-    tp, fp, fn = np.sum(p & t), np.sum(p & ~t), np.sum(~p & t)
-    return float(2 * tp / max(1, 2 * tp + fp + fn))
 
 
 def main() -> None:
@@ -100,8 +93,8 @@ def main() -> None:
     labels = np.array(labels)
     print(f"{len(inputs)} scored", flush=True)
 
-    def found(kind: str) -> list[bool]:
-        return [kind in {d.type for d in original(*x)[2]} for x in inputs]
+    def found(kind: str) -> np.ndarray:
+        return np.array([kind in {d.type for d in original(*x)[2]} for x in inputs])
 
     chosen, report = {}, {}
     saved = dict(agg.DEFECT_PROBABILITY), agg.DARK_LUMA_P98

@@ -31,28 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synth  # noqa: E402
 from make_dataset import LADDERS  # noqa: E402
+from train import TECHNICAL_KINDS, f1, plcc, srcc  # noqa: E402
 
 import vqa  # noqa: E402
 from vqa.types import MODEL_DEFECTS  # noqa: E402
-
-TECHNICAL_KINDS = ("clean", "compression", "blur", "noise", "scale")
-
-
-def srcc(a, b) -> float:
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def plcc(a, b) -> float:
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def f1(found: np.ndarray, label: np.ndarray) -> float:
-    keep = label >= 0
-    p, t = found[keep], label[keep] == 1
-    tp, fp, fn = np.sum(p & t), np.sum(p & ~t), np.sum(~p & t)
-    return float(2 * tp / max(1, 2 * tp + fp + fn))
-
 
 def defect_types(record) -> set[str]:
     return {d.type for d in record.defects}
