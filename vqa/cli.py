@@ -140,7 +140,8 @@ class TimeoutType(click.ParamType):
               help="Frames to score: 'default' (the model's sampling plan), 'all' "
                    "(every frame, slow), or N frames spread over the video.")
 @click.option("--backend", type=click.Choice(["openvino", "pytorch"]), default="openvino",
-              show_default=True, help="Inference backend. pytorch needs the [torch] extra.")
+              show_default=True, help="Inference backend. pytorch needs torch, the CPU build: pip install "
+                   "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default="fp32", show_default=True,
               help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
                    "scores within about a point of fp32 (see models/README.md).")
