@@ -134,3 +134,15 @@ def test_the_wheel_ships_both_precisions(clip, tmp_path):
         assert done.returncode == 0, (precision, done.stderr[-2000:])
         record = json.loads(done.stdout)
         assert record["status"] == "ok" and record["config"]["precision"] == precision
+
+
+def test_a_sparse_stretch_of_a_vfr_clip_is_not_truncation(tmp_path):
+    """An intact variable-frame-rate clip got W_TRUNCATED: a run in a stretch of few frames
+    found fewer than 4 before its stretch ended. Only a stream that ends early is truncated."""
+    pts = [i * 0.04 for i in range(100)] + [4.0 + i * 0.5 for i in range(8)] + [8.0 + i * 0.04 for i in range(100)]
+    path = tmp_path / "sparse_middle.mp4"
+    write_clip(path, textured_frames(len(pts), 96, 128), fps=25, pts_s=pts)
+    with Scorer(workers=0) as scorer:
+        record = scorer.score(path)
+    assert record.ok and record.frames["sampled"] < 32
+    assert not [w for w in record.warnings if w.startswith("W_TRUNCATED")], record.warnings

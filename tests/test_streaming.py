@@ -79,3 +79,4 @@ def test_run_job_streams_its_inputs(tmp_path):
     assert [o.source for o in first] == [CHECKED, SCORED, SCORED] * 2
     assert len(taken) <= 6 + LOOKAHEAD_PER_WORKER
     outcomes.close()
+

@@ -343,22 +343,27 @@ def _open_output(output: str | None) -> Iterator[TextIO]:
 
 @cli.command()
 @click.argument("clip", type=click.Path(exists=True, dir_okay=False))
-@click.option("--study", type=click.Choice(["batch", "pipeline", "all"]), default="all", show_default=True,
-              help="batch: inference latency and throughput by batch size; pipeline: naive vs engine "
-                   "vs decode and inference floors on CLIP.")
+@click.option("--study", "studies", multiple=True,
+              type=click.Choice(["batch", "pipeline", "startup", "concurrency", "streaming", "all"]),
+              help="Repeatable. batch: inference by batch size; pipeline: naive vs engine vs decode and "
+                   "inference floors on CLIP; startup: where `vqa score` spends its start-up; concurrency: "
+                   "8 threads on one Scorer vs one score_many; streaming: 1,000,000 paths through "
+                   "score_many. Default: batch, pipeline, startup; all: every one.")
+@click.option("--quick", is_flag=True, help="Fewer points, default sampling, no PyTorch: under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
               help="Backend to measure, repeatable (default: openvino:fp32, openvino:int8, pytorch:fp32). "
                    "The pipeline study's naive baseline runs only when pytorch is measured.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
               help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
-@click.option("--seconds", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
-              help="Timing window per batch-study point, after warm-up.")
-@click.option("--frames", type=FramesType(), default="all", show_default=True,
-              help="Sampling of the pipeline study ('all' also times the engine's default sampling).")
+@click.option("--seconds", type=click.FloatRange(min=0.001), default=None,
+              help="Timing window per batch-study point, after warm-up (default 1, quick 0.3).")
+@click.option("--frames", type=FramesType(), default=None,
+              help="Sampling of the pipeline study (default 'all', which also times the default "
+                   "sampling; quick: 'default').")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
-def bench(clip, study, as_json, backends, batch_sizes, seconds, frames, model_dir):
+def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames, model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
@@ -370,10 +375,10 @@ def bench(clip, study, as_json, backends, batch_sizes, seconds, frames, model_di
 
     try:
         result = vqa_bench.run_benchmark(
-            clip, studies=vqa_bench.STUDIES if study == "all" else (study,),
-            backends=vqa_bench.parse_backends(backends) if backends else vqa_bench.DEFAULT_BACKENDS,
-            batch_sizes=batch_sizes or vqa_bench.DEFAULT_BATCH_SIZES, seconds=seconds, frames=frames,
-            model_dir=model_dir)
+            clip, studies=vqa_bench.STUDIES if "all" in studies else (studies or vqa_bench.DEFAULT_STUDIES),
+            backends=vqa_bench.parse_backends(backends) if backends else None,
+            batch_sizes=batch_sizes or None, seconds=seconds, frames=frames, model_dir=model_dir, quick=quick,
+            progress=lambda msg: click.echo(f"vqa bench: {msg}", err=True))
     except VQAError as e:
         if _debug():
             raise

@@ -454,16 +454,21 @@ def conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, pl
     if not frames:
         raise InputError("no frame of the video could be decoded", code="E_DECODE")
     record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
-    record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings)
+    last_run = sum(1 for f in frames if f.run == len(planned.runs) - 1)
+    record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings, last_run)
 
 
-def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str]) -> list[str]:
+def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str],
+              last_run: int) -> list[str]:
+    """``last_run``: frames found for the plan's last run, the one that may read to the end."""
     out = []
     if decode_errors:
         out.append(f"W_CORRUPT_FRAMES: {decode_errors} packets or frames failed to decode")
     sampled, wanted = record.frames["sampled"], sum(r.count for r in plan.runs)
-    if all(r.count > 0 for r in plan.runs) and sampled < wanted:
-        out.append(f"W_TRUNCATED: {sampled} of {wanted} planned frames were found")
+    # A run short of frames within its stretch is a sparse stretch of a variable-frame-rate
+    # clip; only a stream that ends before the last run is filled is truncated.
+    if all(r.count > 0 for r in plan.runs) and sampled < wanted and last_run < plan.runs[-1].count:
+        out.append(f"W_TRUNCATED: the stream ends early: {sampled} of {wanted} planned frames were found")
     elif (plan.mode == "all" and info.frame_count_declared
           and sampled < info.frame_count * (1 - TRUNCATED_SLACK) - 1):
         out.append(f"W_TRUNCATED: {sampled} of the {info.frame_count} frames the file declares were found")
