@@ -146,3 +146,39 @@ def test_a_sparse_stretch_of_a_vfr_clip_is_not_truncation(tmp_path):
         record = scorer.score(path)
     assert record.ok and record.frames["sampled"] < 32
     assert not [w for w in record.warnings if w.startswith("W_TRUNCATED")], record.warnings
+
+
+def test_the_public_api_is_documented():
+    """score(), score_many(), to_dict() and VideoScore's fields had no docstrings."""
+    import vqa
+    from vqa import VideoScore
+
+    for obj in (vqa.score, Scorer.score, Scorer.score_many, Scorer.submit, Scorer.ascore, Scorer.close,
+                VideoScore.to_dict, VideoScore.ok):
+        assert (obj.__doc__ or "").strip(), obj
+    fields = VideoScore.__dataclass_fields__
+    assert all(f"{name}:" in VideoScore.__doc__ for name in fields), [n for n in fields if f"{n}:" not in VideoScore.__doc__]
+
+
+def test_readme_says_how_long_the_suite_takes_and_how_to_run_the_quick_part():
+    text = (REPO / "README.md").read_text()
+    assert re.search(r"full suite takes about \d+ minutes", text)
+    assert 'python -m pytest -q -m "not slow"' in text
+
+
+def test_weights_are_hashed_once_per_file_identity(tmp_path, monkeypatch):
+    """vqa.score hashed the weights on every call; now once per file identity per process,
+    and a rewritten file is hashed (and refused) again."""
+    import hashlib
+
+    from vqa import model
+
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"weights")
+    calls = []
+    real = hashlib.sha256
+    monkeypatch.setattr(model.hashlib, "sha256", lambda data: calls.append(1) or real(data))
+    first = model.file_sha256(path)
+    assert model.file_sha256(path) == first and len(calls) == 1
+    path.write_bytes(b"Weights")
+    assert model.file_sha256(path) != first and len(calls) == 2

@@ -459,10 +459,11 @@ def _engine_report(result: dict) -> list[str]:
             ("compile", f"{ph['compile_s']:.2f}", "OpenVINO compile_model, from its cache"),
             ("spawn", f"{ph['spawn_s']:.2f}", f"{s['workers']} decode workers until ready"),
         ], [False, True, False])
-        lines.append(f"overhead before any frame is scored: {s['overhead_s']:.2f} s (interpreter "
-                     f"{s['interpreter_s']:.2f} s, then imports, hashing, and compile overlapped with spawn: "
-                     f"{s['ready_s']:.2f} s; target {s['target_overhead_s']} s); first record "
-                     f"{s['first_record_s']:.2f} s later; whole run {s['wall_s']:.2f} s")
+        lines.append(f"overhead before any frame is scored: {s['overhead_s']:.2f} s (target "
+                     f"{s['target_overhead_s']} s): the interpreter's start and exit {s['interpreter_s']:.2f} s, "
+                     f"then imports, hashing, and the compile overlapped with the spawn {s['ready_s']:.2f} s")
+        lines.append(f"then the first record {s['first_record_s']:.2f} s, close {s['close_s']:.2f} s; "
+                     f"`vqa score CLIP --quiet` took {s['cli_wall_s']:.2f} s in all")
     if "concurrency" in result:
         c = result["concurrency"]
         lines += ["", f"Threads sharing one Scorer ({c['videos']} videos, {c['workers']} workers): one score_many "

@@ -154,8 +154,8 @@ class TimeoutType(click.ParamType):
               help="What to optimise: the time to each video's result (latency) or videos per "
                    "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Decode worker processes (default: one per core; 0 decodes in this process, "
-                   "without the timeout and memory limit).")
+              help="Decode worker processes (default: half the usable cores, at least 1, the rest "
+                   "for inference; 0 decodes in this process, without the timeout and memory limit).")
 @click.option("--timeout", "timeout_s", type=TimeoutType(), default="auto", show_default=True,
               help="Wall-clock limit in seconds on each decode task of a video (the probe, each part "
                    "split across workers; 0: none). Past it the worker is killed and replaced and "
@@ -166,7 +166,7 @@ class TimeoutType(click.ParamType):
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads for inference (default: the backend decides).")
+              help="CPU threads for inference (default: the cores the workers leave, at least 1).")
 def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
     """Score each video in PATHS (files, or folders searched recursively).
