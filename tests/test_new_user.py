@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -39,13 +40,7 @@ def run_script(code: str, cwd: Path, timeout_s: float = 120) -> subprocess.Compl
 
 def readme_snippets() -> list[str]:
     text = (REPO / "README.md").read_text()
-    return [textwrap_dedent(m) for m in re.findall(r"```python\n(.*?)```", text, re.S)]
-
-
-def textwrap_dedent(block: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(block)
+    return [textwrap.dedent(m) for m in re.findall(r"```python\n(.*?)```", text, re.S)]
 
 
 @pytest.mark.slow

@@ -130,9 +130,15 @@ class LocalEngine(Engine):
             if item is None:
                 return
             path, future = item
-            if self._closed or not future.set_running_or_notify_cancel():
+            if self._closed:
+                future.cancel()
                 continue
-            future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer))
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer))
+            except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
+                future.set_exception(e)
 
     def close(self) -> None:
         if self._closed:
@@ -204,6 +210,7 @@ class PoolEngine(Engine):
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        self._wake_lock = threading.Lock()  # no write to the pipe once its descriptors are closed
         self._stop = False
         self.broken: BaseException | None = None  # why the dispatcher died, if it did
         self._thread = threading.Thread(target=self._run, name="vqa-dispatch", daemon=True)
@@ -230,10 +237,13 @@ class PoolEngine(Engine):
             self._wake()
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"!")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full, so the dispatcher is due to wake anyway; or it is closed
+        with self._wake_lock:
+            if self._wake_w is None:
+                return  # closed
+            try:
+                os.write(self._wake_w, b"!")
+            except OSError:
+                pass  # the pipe is full (BlockingIOError): the dispatcher is due to wake anyway
 
     def close(self) -> None:
         if self._stop:
@@ -245,8 +255,10 @@ class PoolEngine(Engine):
             self.pool.close()
         finally:
             self.ring.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            with self._wake_lock:
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+                self._wake_r = self._wake_w = None
 
     # -- the dispatcher thread -----------------------------------------------------------
 

@@ -165,7 +165,8 @@ class Scorer:
     def submit(self, path: PathArg) -> Future:
         """Start scoring one video; the Future's result is its ``VideoScore``. Any thread may
         call it, any number of times: the videos share this Scorer's workers and model, and
-        each Future gets its own video's record. ``future.cancel()`` stops the video's work."""
+        each Future gets its own video's record. ``future.cancel()`` stops the video's work
+        (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped)."""
         path = _path(path)
         with self._lock:
             if self._closed:
