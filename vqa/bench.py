@@ -36,6 +36,7 @@ from .infer import BACKENDS, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
 from .sample import plan_frames
+from .threads import usable_cores
 
 DEFAULT_BACKENDS: tuple[tuple[str, str], ...] = (("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32"))
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -284,7 +285,7 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
     with open_video(path) as reader:
         info = reader.info
     plan = plan_frames(info, frames)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()  # the cores this process may use (affinity, cgroup quota)
     seconds, detail, skipped = {}, {}, {}
 
     seconds["decode_floor"], n = _decode_floor(path, plan, cores)
@@ -363,7 +364,7 @@ def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = DEFAULT_S
     import vqa
 
     out = {"benchmark": "vqa", "version": vqa.__version__, "clip": path,
-           "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+           "machine": {"cpu_count": os.cpu_count(), "usable_cores": usable_cores(), "python": platform.python_version(),
                        "platform": platform.platform(), "load_avg_start": _load_avg()},
            "note": NOISE_NOTE}
     if "batch" in studies:
@@ -401,7 +402,7 @@ def format_report(result: dict) -> str:
     """Readable, column-aligned tables of ``run_benchmark``'s result."""
     m = result.get("machine", {})
     lines = [f"vqa bench {result.get('clip', '')}",
-             f"cores {m.get('cpu_count')}, load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
+             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
              f"note: {NOISE_NOTE}"]
     if "batch" in result:
         b = result["batch"]

@@ -161,8 +161,9 @@ class TimeoutType(click.ParamType):
                    "split across workers; 0: none). Past it the worker is killed and replaced and "
                    "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
 @click.option("--worker-memory", "worker_memory_mb", type=click.IntRange(min=0), default=None,
-              help="Address-space limit (RLIMIT_AS) per decode worker in MiB, at least 256 "
-                   "(0: none; default 4096). Past it the video gets E_MEMORY_LIMIT.")
+              help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
+                   "4096). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
+                   "before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
