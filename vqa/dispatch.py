@@ -212,6 +212,8 @@ class PoolEngine(Engine):
         os.set_blocking(self._wake_w, False)
         self._wake_lock = threading.Lock()  # no write to the pipe once its descriptors are closed
         self._stop = False
+        self._submit_lock = threading.Lock()
+        self._finished = False  # the dispatcher has taken its last request
         self.broken: BaseException | None = None  # why the dispatcher died, if it did
         self._thread = threading.Thread(target=self._run, name="vqa-dispatch", daemon=True)
         self._thread.start()
@@ -221,12 +223,13 @@ class PoolEngine(Engine):
 
     def submit(self, path: str) -> Future:
         future: Future = Future()
-        if self._stop:
-            raise RuntimeError("the Scorer is closed")
-        if self.broken is not None:
-            future.set_exception(self.broken)
-            return future
-        self._requests.put(_Video(path, self._new_record(path), future))
+        with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
+            if self._finished:
+                if self.broken is None:
+                    raise RuntimeError("the Scorer is closed")
+                future.set_exception(self.broken)
+                return future
+            self._requests.put(_Video(path, self._new_record(path), future))
         future.add_done_callback(self._on_done)
         self._wake()
         return future
@@ -284,7 +287,15 @@ class PoolEngine(Engine):
         except Exception:  # noqa: BLE001 - already failing or closing
             pass
         self._collect()
-        self._take_requests()
+        with self._submit_lock:
+            self._finished = True
+            while True:  # the workers are about to be stopped: no cancelling task by task
+                try:
+                    item = self._requests.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, _Video):
+                    self._waiting.append(item)
         for video in [*self._active.values(), *self._waiting]:
             if self.broken is not None and video.future.set_running_or_notify_cancel():
                 video.future.set_exception(self.broken)

@@ -175,8 +175,7 @@ class Scorer:
                 self._engine.close()
                 self._engine = None
                 self._engine = self._new_engine()
-            engine = self._engine
-        return engine.submit(path)
+            return self._engine.submit(path)  # quick: a queue put and a wake-up
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record
