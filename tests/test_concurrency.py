@@ -183,3 +183,36 @@ def test_the_scorer_takes_the_budget(monkeypatch):
         assert (scorer.workers, scorer.threads) == (1, 1)
         assert seen["threads"] == 1
         assert len(scorer._pool.pids) == 1
+
+
+def test_splitting_never_depends_on_the_traffic(shared, tmp_path, monkeypatch):
+    """Whether a video is spread over the workers depends on the call, never on what else is
+    queued (it did: a video admitted while the queue was short was split, and a split can
+    change a damaged stream's warnings)."""
+    from vqa.workers import DecodeTask, WorkerPool
+
+    clips = []
+    for k in range(6):  # a keyframe every 4 frames, so a plan of 2 runs can be cut in two
+        clips.append(str(tmp_path / f"g{k}.mp4"))
+        write_clip(clips[-1], textured_frames(12, 96, 128, seed=k), fps=25, options={"crf": "18", "g": "4"})
+    decodes: dict[str, int] = {}
+    real = WorkerPool.submit
+
+    def spy(pool, task):
+        if isinstance(task, DecodeTask):
+            decodes[task.path] = decodes.get(task.path, 0) + 1
+        real(pool, task)
+
+    monkeypatch.setattr(WorkerPool, "submit", spy)
+    shared.score(clips[0])  # alone: over both workers
+    assert decodes == {clips[0]: 2}
+    decodes.clear()
+    list(shared.score_many(clips[1:4]))  # 3 videos for 2 workers: one worker each
+    assert decodes == {p: 1 for p in clips[1:4]}
+    decodes.clear()
+    list(shared.score_many(clips[4:5]))  # fewer videos than workers: split
+    assert decodes == {clips[4]: 2}
+    decodes.clear()
+    for f in [shared.submit(p) for p in clips[4:]]:
+        f.result(DEADLINE_S)
+    assert decodes == {p: 1 for p in clips[4:]}

@@ -57,9 +57,11 @@ class EngineOptions:
 
 
 class Engine:
-    """What a Scorer drives: ``submit`` from any thread, ``close`` once."""
+    """What a Scorer drives: ``submit`` from any thread, ``close`` once. ``split``: the video
+    may be spread over every worker (for one video scored alone); whether it is never depends
+    on what else is queued, so a record never depends on the traffic."""
 
-    def submit(self, path: str) -> Future:
+    def submit(self, path: str, split: bool = False) -> Future:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -117,7 +119,7 @@ class LocalEngine(Engine):
         self._thread.start()
         _live.add(self)
 
-    def submit(self, path: str) -> Future:
+    def submit(self, path: str, split: bool = False) -> Future:
         future: Future = Future()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
@@ -221,7 +223,7 @@ class PoolEngine(Engine):
 
     # -- any thread ----------------------------------------------------------------------
 
-    def submit(self, path: str) -> Future:
+    def submit(self, path: str, split: bool = False) -> Future:
         future: Future = Future()
         with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
             if self._finished:
@@ -229,7 +231,7 @@ class PoolEngine(Engine):
                     raise RuntimeError("the Scorer is closed")
                 future.set_exception(self.broken)
                 return future
-            self._requests.put(_Video(path, self._new_record(path), future))
+            self._requests.put(_Video(path, self._new_record(path), future, self.o.workers if split else 1))
         future.add_done_callback(self._on_done)
         self._wake()
         return future
@@ -330,8 +332,6 @@ class PoolEngine(Engine):
             video = self._waiting.popleft()
             if video.future.cancelled():
                 continue
-            # Fewer videos than workers: split each across them; more: one worker per video.
-            video.parts = self.o.workers if len(self._active) + len(self._waiting) + 1 < self.o.workers else 1
             self._active[video.future] = video
             self._probe(video)
 

@@ -41,6 +41,8 @@ def run_job(scorer, inputs: Iterable[Input | str], *, store: JobStore | None = N
     config = dict(scorer.config) if config is None else config
     key = config_key(model, config)
     lookahead = LOOKAHEAD_PER_WORKER * max(1, getattr(scorer, "workers", 1) or 1)
+    # As score_many does: a job of fewer videos than workers spreads each over all of them.
+    split = isinstance(inputs, (list, tuple)) and len(inputs) < (getattr(scorer, "workers", 1) or 1)
 
     def start(item: Input) -> tuple[str, Input, Any]:
         if item.error is not None:
@@ -52,7 +54,7 @@ def run_job(scorer, inputs: Iterable[Input | str], *, store: JobStore | None = N
         status = store.status(identity, key) if identity is not None else None
         if status is not None and (status == "ok" or not retry_failed):
             return STORED, item, identity  # the record is read when its turn comes
-        return SCORED, item, (identity, scorer.submit(item.path))
+        return SCORED, item, (identity, scorer.submit(item.path, split=True) if split else scorer.submit(item.path))
 
     def finish(kind: str, item: Input, value) -> Outcome:
         if kind == CHECKED:

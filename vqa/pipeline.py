@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import os
 import threading
 from collections import deque
@@ -162,11 +163,14 @@ class Scorer:
 
     # -- scoring -------------------------------------------------------------------------
 
-    def submit(self, path: PathArg) -> Future:
+    def submit(self, path: PathArg, *, split: bool = False) -> Future:
         """Start scoring one video; the Future's result is its ``VideoScore``. Any thread may
         call it, any number of times: the videos share this Scorer's workers and model, and
         each Future gets its own video's record. ``future.cancel()`` stops the video's work
-        (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped)."""
+        (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped).
+        ``split=True`` spreads the video over every worker, for the lowest latency when it is
+        scored alone (``score`` does that); by default one worker reads it, which keeps the
+        cores busiest when many videos are in flight."""
         path = _path(path)
         with self._lock:
             if self._closed:
@@ -175,13 +179,13 @@ class Scorer:
                 self._engine.close()
                 self._engine = None
                 self._engine = self._new_engine()
-            return self._engine.submit(path)  # quick: a queue put and a wake-up
+            return self._engine.submit(path, split)  # quick: a queue put and a wake-up
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record
         with ``status="error"`` and ``error={"code", "message"}``; this never raises for one.
         Thread-safe."""
-        future = self.submit(path)
+        future = self.submit(path, split=True)
         try:
             return future.result()
         except BaseException:
@@ -190,7 +194,8 @@ class Scorer:
 
     async def ascore(self, path: PathArg) -> VideoScore:
         """``score`` for asyncio: ``record = await scorer.ascore(path)``. The event loop is
-        not blocked; cancelling the awaiting task cancels the video's work."""
+        not blocked; cancelling the awaiting task cancels the video's work. Like ``submit``,
+        one worker reads each video, since coroutines usually have many in flight."""
         return await asyncio.wrap_future(self.submit(path))
 
     def score_many(self, paths: Iterable[PathArg]) -> Iterator[VideoScore]:
@@ -207,10 +212,13 @@ class Scorer:
         return self._ordered(iter(paths), LOOKAHEAD_PER_WORKER * max(1, self.workers))
 
     def _ordered(self, paths: Iterator, lookahead: int) -> Iterator[VideoScore]:
+        # Fewer videos than workers in all: each is split across them; more: one worker each.
+        first = list(itertools.islice(paths, self.workers))
+        split = len(first) < self.workers
         ahead: deque[Future] = deque()
         try:
-            for path in paths:
-                ahead.append(self.submit(path))
+            for path in itertools.chain(first, paths):
+                ahead.append(self.submit(path, split=split))
                 if len(ahead) >= lookahead:
                     yield ahead.popleft().result()
             while ahead:
