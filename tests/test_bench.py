@@ -87,9 +87,11 @@ def test_pipeline_study(tiny_clip, spec):
 
 def test_cli_bench_json(tiny_clip):
     result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--json", "--seconds", "0.01",
-                                      "--batch-size", "1", "--batch-size", "2", "--backend", "openvino:fp32"])
+                                      "--batch-size", "1", "--batch-size", "2", "--backend", "openvino:fp32",
+                                      "--study", "batch", "--study", "pipeline"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
+    assert "vqa bench: batch study" in result.stderr  # progress, on stderr
     assert out["batch"]["study"] == "batch" and out["pipeline"]["study"] == "pipeline"
     assert out["pipeline"]["seconds"]["naive"] is None  # pytorch not asked for: no baseline, no torch
     assert out["pipeline"]["detail"]["infer_floor"]["batch_size"] == out["batch"]["best"]["openvino/fp32"]["batch_size"]
@@ -99,3 +101,44 @@ def test_cli_bench_json(tiny_clip):
 def test_cli_bench_bad_backend(tiny_clip):
     result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--backend", "tensorrt"])
     assert result.exit_code == 2 and "E_USAGE" in result.output
+
+
+# --- engine studies (fix 12: progress, the settings `vqa score` uses, a quick mode) -----------
+
+def test_engine_row_uses_the_settings_of_vqa_score(tiny_clip, spec):
+    """The engine row ran at batch 16 while `vqa score` runs at 4."""
+    from vqa import Scorer
+
+    out = bench.pipeline_study(tiny_clip, spec, frames="default", infer_batch_size=4, naive=False)
+    with Scorer(workers=0) as scorer:
+        assert out["detail"]["engine"]["batch_size"] == scorer.batch_size
+        assert out["detail"]["engine"]["mode"] == scorer.config["mode"]
+
+
+def test_startup_study_times_each_phase(tiny_clip):
+    from vqa.bench_engine import startup_study
+
+    out = startup_study(tiny_clip, runs=1)
+    _positive(out["phases_alone_s"], ["imports_s", "hashing_s", "compile_s", "spawn_s"])
+    _positive(out, ["overhead_s", "ready_s", "first_record_s", "wall_s"])
+    assert "Start-up of `vqa score CLIP`" in bench.format_report({"startup": out})
+
+
+def test_concurrency_and_streaming_studies(tiny_clip):
+    from vqa.bench_engine import concurrency_study, streaming_study
+
+    c = concurrency_study(tiny_clip, threads=2, per_thread=2)
+    assert c["records_identical"] and c["videos"] == 4
+    _positive(c, ["score_many_s", "threads_s", "threads_over_score_many"])
+    st = streaming_study(2000)
+    assert st["first_record"]["paths_read"] < 100 and len(st["rss_mb"]) == 10
+    text = bench.format_report({"concurrency": c, "streaming": st})
+    assert "Threads sharing one Scorer" in text and "Streaming 2,000 paths" in text
+
+
+def test_cli_bench_quick(tiny_clip):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--quick", "--study", "batch", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert {r["batch_size"] for r in out["batch"]["rows"]} == set(bench.QUICK["batch_sizes"])
+    assert {(r["backend"], r["precision"]) for r in out["batch"]["rows"]} <= set(bench.QUICK["backends"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from concurrent.futures import Future
 import os
 import subprocess
 import sys
@@ -91,9 +92,12 @@ def test_no_videos_in_folder_is_usage_error(fake, tmp_path):
 
 def test_internal_error_mid_run_exit_3(monkeypatch, tmp_path):
     class Broken(FakeScorer):
-        def score_many(self, paths):
-            yield VideoScore(path=paths[0], status="ok", score=50.0, category="fair")
-            raise RuntimeError("worker died")
+        def submit(self, path):
+            future = super().submit(path)
+            if len(self.seen) > 1:  # the engine failed on the second video
+                future = Future()
+                future.set_exception(RuntimeError("worker died"))
+            return future
     monkeypatch.setattr(cli, "_make_scorer", Broken)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     a, b = touch(tmp_path / "a.mp4"), touch(tmp_path / "b.mp4")

@@ -232,10 +232,9 @@ SLOW = textwrap.dedent("""
     from fakes import FakeScorer
 
     class Slow(FakeScorer):
-        def score_many(self, paths):
-            for record in super().score_many(paths):
-                time.sleep(0.3)
-                yield record
+        def submit(self, p, split=False):  # jobs take every record through submit
+            time.sleep(0.3)
+            return super().submit(p)
 
     vqa.cli._make_scorer = Slow
     vqa.cli.main(sys.argv[1:])

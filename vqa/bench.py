@@ -36,6 +36,7 @@ from .infer import BACKENDS, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
 from .sample import plan_frames
+from .threads import usable_cores
 
 DEFAULT_BACKENDS: tuple[tuple[str, str], ...] = (("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32"))
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -43,9 +44,12 @@ DEFAULT_SECONDS = 1.0  # timing window per (backend, precision, batch size) poin
 WARMUP_CALLS = 2  # untimed calls first: one-off allocations, kernel selection, caches
 MIN_CALLS = 3  # timed calls per point even when one call outlasts the window
 VIEW_POOL = 32  # distinct real views cut from the clip; batches cycle through them
-ENGINE_BATCH_SIZE = 16
 NAIVE_BACKEND = ("pytorch", "fp32")
-STUDIES = ("batch", "pipeline")
+STUDIES = ("batch", "pipeline", "startup", "concurrency", "streaming")
+DEFAULT_STUDIES = ("batch", "pipeline", "startup")
+# --quick: under a minute on a 10 s 1080p clip on 2 cores (no PyTorch, the default sampling).
+QUICK = {"backends": (("openvino", "fp32"), ("openvino", "int8")), "batch_sizes": (1, 4, 8), "seconds": 0.3,
+         "frames": "default", "startup_runs": 1, "streaming_paths": 100_000, "per_thread": 2}
 NOISE_NOTE = ("each number is one measurement on a shared machine (see load_avg): compare the "
               "rows side by side, not across runs")
 
@@ -231,18 +235,19 @@ def _infer_floor(inferencer, views: np.ndarray, total: int, batch_size: int) -> 
 
 
 def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[float, dict]:
+    """The Scorer with the settings `vqa score` uses (batch size, mode, workers, threads)."""
     from .pipeline import Scorer
 
-    with Scorer(backend="openvino", batch_size=ENGINE_BATCH_SIZE, frames=frames, workers=workers,
-                model_dir=spec.directory) as scorer:  # model loaded here, before the clock
+    with Scorer(backend="openvino", frames=frames, workers=workers,
+                model_dir=spec.directory) as scorer:  # model loaded and workers started here
         start = time.perf_counter()
-        record = scorer.score(path)  # worker start-up is on the clock
+        record = scorer.score(path)
         seconds = time.perf_counter() - start
-        workers, mode = scorer.workers, scorer.config.get("mode")
+        workers, threads, mode, batch = scorer.workers, scorer.threads, scorer.config["mode"], scorer.batch_size
     if not record.ok:
         raise UsageError(f"the engine could not score {path!r}: {record.error}")
-    return seconds, {"workers": workers, "backend": "openvino", "precision": "fp32", "mode": mode,
-                     "batch_size": ENGINE_BATCH_SIZE, "sampling": frames,
+    return seconds, {"workers": workers, "inference_threads": threads, "backend": "openvino", "precision": "fp32",
+                     "mode": mode, "batch_size": batch, "sampling": frames,
                      "frames_sampled": record.frames["sampled"], "score": record.score}
 
 
@@ -280,7 +285,7 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
     with open_video(path) as reader:
         info = reader.info
     plan = plan_frames(info, frames)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()  # the cores this process may use (affinity, cgroup quota)
     seconds, detail, skipped = {}, {}, {}
 
     seconds["decode_floor"], n = _decode_floor(path, plan, cores)
@@ -330,15 +335,25 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
 
 # --- both studies, and the tables -----------------------------------------------------------
 
-def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = STUDIES,
-                  backends: Sequence[tuple[str, str]] = DEFAULT_BACKENDS,
-                  batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, seconds: float = DEFAULT_SECONDS,
-                  frames: int | str = "all", model_dir: str | os.PathLike | None = None) -> dict:
+def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = DEFAULT_STUDIES,
+                  backends: Sequence[tuple[str, str]] | None = None,
+                  batch_sizes: Sequence[int] | None = None, seconds: float | None = None,
+                  frames: int | str | None = None, model_dir: str | os.PathLike | None = None,
+                  quick: bool = False, progress=lambda msg: None) -> dict:
     """Run the asked-for studies on one clip, in one process, one after the other.
 
     The pipeline study's inference floor uses the best OpenVINO fp32 batch size of the batch
     study when it ran; its naive baseline runs only when pytorch/fp32 is among ``backends``.
+    ``quick`` takes the QUICK settings for whatever is not given; ``progress`` gets a line
+    before each step.
     """
+    from . import bench_engine
+
+    q = QUICK if quick else {}
+    backends = backends or q.get("backends", DEFAULT_BACKENDS)
+    batch_sizes = batch_sizes or q.get("batch_sizes", DEFAULT_BATCH_SIZES)
+    seconds = seconds or q.get("seconds", DEFAULT_SECONDS)
+    frames = frames or q.get("frames", "all")
     unknown = [s for s in studies if s not in STUDIES]
     if unknown or not studies:
         raise UsageError(f"unknown study {unknown or studies!r}; choose from {', '.join(STUDIES)}")
@@ -349,15 +364,29 @@ def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = STUDIES,
     import vqa
 
     out = {"benchmark": "vqa", "version": vqa.__version__, "clip": path,
-           "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+           "machine": {"cpu_count": os.cpu_count(), "usable_cores": usable_cores(), "python": platform.python_version(),
                        "platform": platform.platform(), "load_avg_start": _load_avg()},
            "note": NOISE_NOTE}
     if "batch" in studies:
+        progress(f"batch study: {len(backends)} backends x {len(batch_sizes)} batch sizes, {seconds:g} s each")
         out["batch"] = batch_study(spec, clip=path, backends=backends, batch_sizes=batch_sizes, seconds=seconds)
     if "pipeline" in studies:
+        progress(f"pipeline study, frames={frames}: floors, naive, engine")
         best = out.get("batch", {}).get("best", {}).get("openvino/fp32", {}).get("batch_size")
         out["pipeline"] = pipeline_study(path, spec, frames=frames, infer_batch_size=best,
                                          naive=tuple(NAIVE_BACKEND) in {tuple(b) for b in backends})
+    if "startup" in studies:
+        progress("start-up study: fresh processes")
+        out["startup"] = bench_engine.startup_study(path, runs=q.get("startup_runs", 3), model_dir=model_dir,
+                                                    progress=progress)
+    if "concurrency" in studies:
+        progress("concurrency study")
+        out["concurrency"] = bench_engine.concurrency_study(path, per_thread=q.get("per_thread", 10),
+                                                            model_dir=model_dir, progress=progress)
+    if "streaming" in studies:
+        progress("streaming study")
+        out["streaming"] = bench_engine.streaming_study(q.get("streaming_paths", 1_000_000), model_dir=model_dir,
+                                                        progress=progress)
     out["machine"]["load_avg_end"] = _load_avg()
     return out
 
@@ -373,7 +402,7 @@ def format_report(result: dict) -> str:
     """Readable, column-aligned tables of ``run_benchmark``'s result."""
     m = result.get("machine", {})
     lines = [f"vqa bench {result.get('clip', '')}",
-             f"cores {m.get('cpu_count')}, load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
+             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
              f"note: {NOISE_NOTE}"]
     if "batch" in result:
         b = result["batch"]
@@ -394,7 +423,8 @@ def format_report(result: dict) -> str:
                       f"{c['frame_count']} frames at {c['fps']:g} fps); each measured once"]
         what = {
             "naive": lambda x: "cv2.VideoCapture + fragments + pytorch batch 1, one process",
-            "engine": lambda x: f"vqa.Scorer, {x['workers']} workers, openvino batch {x['batch_size']}",
+            "engine": lambda x: (f"vqa.Scorer as `vqa score` runs it: {x['workers']} workers, openvino "
+                                 f"{x['inference_threads']} threads, batch {x['batch_size']}"),
             "decode_floor": lambda x: f"pyav, {x['threads']} FFmpeg threads, to RGB only",
             "infer_floor": lambda x: f"openvino fp32 batch {x['batch_size']}, views in memory",
         }
@@ -411,8 +441,41 @@ def format_report(result: dict) -> str:
                      f"engine / (decode floor + inference floor): {r['engine_over_floor_sum']:.2f}")
         if "default_sampling" in p:
             ds = p["default_sampling"]
-            lines.append(f"default sampling: engine {ds['engine_s']:.2f} s for {ds['frames_sampled']} frames; "
-                         f"decoding all frames alone takes {ds['decode_floor_all_s']:.2f} s "
-                         f"({ds['decode_floor_all_over_engine']}x the engine's time)")
+            lines.append(f"default sampling ({ds['frames_sampled']} frames): the engine scores the clip in "
+                         f"{ds['engine_s']:.2f} s, {_ratio(ds['engine_s'], ds['decode_floor_all_s'])}x the "
+                         f"{ds['decode_floor_all_s']:.2f} s that decoding every frame takes alone")
         lines.append(f"load average {p['load_avg']['start']} -> {p['load_avg']['end']}")
+    lines += _engine_report(result)
     return "\n".join(lines)
+
+
+def _engine_report(result: dict) -> list[str]:
+    lines = []
+    if "startup" in result:
+        s, ph = result["startup"], result["startup"]["phases_alone_s"]
+        lines += ["", f"Start-up of `vqa score CLIP` (median of {s['runs']} fresh processes, compile cache warm)"]
+        lines += _table(["phase", "seconds", "what"], [
+            ("imports", f"{ph['imports_s']:.2f}", "import vqa and openvino"),
+            ("hashing", f"{ph['hashing_s']:.2f}", "sha256 of the OpenVINO model files"),
+            ("compile", f"{ph['compile_s']:.2f}", "OpenVINO compile_model, from its cache"),
+            ("spawn", f"{ph['spawn_s']:.2f}", f"{s['workers']} decode workers until ready"),
+        ], [False, True, False])
+        lines.append(f"overhead before any frame is scored: {s['overhead_s']:.2f} s (target "
+                     f"{s['target_overhead_s']} s): the interpreter's start and exit {s['interpreter_s']:.2f} s, "
+                     f"then imports, hashing, and the compile overlapped with the spawn {s['ready_s']:.2f} s")
+        lines.append(f"then the first record {s['first_record_s']:.2f} s, close {s['close_s']:.2f} s; "
+                     f"`vqa score CLIP --quiet` took {s['cli_wall_s']:.2f} s in all")
+    if "concurrency" in result:
+        c = result["concurrency"]
+        lines += ["", f"Threads sharing one Scorer ({c['videos']} videos, {c['workers']} workers): one score_many "
+                      f"{c['score_many_s']:.2f} s, {c['threads']} threads calling score() {c['threads_s']:.2f} s: "
+                      f"{c['threads_over_score_many']:.2f}x its throughput (target {c['target']}); "
+                      f"records identical: {c['records_identical']}"]
+    if "streaming" in result:
+        st = result["streaming"]
+        rss = ", ".join(f"{r['rss_mb']:.0f}" for r in st["rss_mb"])
+        lines += ["", f"Streaming {st['paths']:,} paths that do not exist through score_many: "
+                      f"{st['seconds']:.1f} s ({st['records_per_s']:,}/s); first record after "
+                      f"{st['first_record']['seconds']:.3f} s with {st['first_record']['paths_read']} paths read; "
+                      f"RSS at each tenth (MiB): {rss}; growth {st['rss_growth_mb']} MiB"]
+    return lines

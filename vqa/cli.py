@@ -144,7 +144,8 @@ class TimeoutType(click.ParamType):
               help="Frames to score: 'default' (the model's sampling plan), 'all' "
                    "(every frame, slow), or N frames spread over the video.")
 @click.option("--backend", type=click.Choice(["openvino", "pytorch"]), default="openvino",
-              show_default=True, help="Inference backend. pytorch needs the [torch] extra.")
+              show_default=True, help="Inference backend. pytorch needs torch, the CPU build: pip install "
+                   "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default="fp32", show_default=True,
               help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
                    "scores within about a point of fp32 (see models/README.md).")
@@ -157,19 +158,20 @@ class TimeoutType(click.ParamType):
               help="What to optimise: the time to each video's result (latency) or videos per "
                    "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Decode worker processes (default: one per core; 0 decodes in this process, "
-                   "without the timeout and memory limit).")
+              help="Decode worker processes (default: half the usable cores, at least 1, the rest "
+                   "for inference; 0 decodes in this process, without the timeout and memory limit).")
 @click.option("--timeout", "timeout_s", type=TimeoutType(), default="auto", show_default=True,
               help="Wall-clock limit in seconds on each decode task of a video (the probe, each part "
                    "split across workers; 0: none). Past it the worker is killed and replaced and "
                    "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
 @click.option("--worker-memory", "worker_memory_mb", type=click.IntRange(min=0), default=None,
-              help="Address-space limit (RLIMIT_AS) per decode worker in MiB, at least 256 "
-                   "(0: none; default 4096). Past it the video gets E_MEMORY_LIMIT.")
+              help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
+                   "4096). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
+                   "before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads for inference (default: the backend decides).")
+              help="CPU threads for inference (default: the cores the workers leave, at least 1).")
 def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
     """Score each video in PATHS (files, or folders searched recursively).
@@ -352,22 +354,27 @@ def _progress(total: int, enabled: bool):
 
 @cli.command()
 @click.argument("clip", type=click.Path(exists=True, dir_okay=False))
-@click.option("--study", type=click.Choice(["batch", "pipeline", "all"]), default="all", show_default=True,
-              help="batch: inference latency and throughput by batch size; pipeline: naive vs engine "
-                   "vs decode and inference floors on CLIP.")
+@click.option("--study", "studies", multiple=True,
+              type=click.Choice(["batch", "pipeline", "startup", "concurrency", "streaming", "all"]),
+              help="Repeatable. batch: inference by batch size; pipeline: naive vs engine vs decode and "
+                   "inference floors on CLIP; startup: where `vqa score` spends its start-up; concurrency: "
+                   "8 threads on one Scorer vs one score_many; streaming: 1,000,000 paths through "
+                   "score_many. Default: batch, pipeline, startup; all: every one.")
+@click.option("--quick", is_flag=True, help="Fewer points, default sampling, no PyTorch: under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
               help="Backend to measure, repeatable (default: openvino:fp32, openvino:int8, pytorch:fp32). "
                    "The pipeline study's naive baseline runs only when pytorch is measured.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
               help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
-@click.option("--seconds", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
-              help="Timing window per batch-study point, after warm-up.")
-@click.option("--frames", type=FramesType(), default="all", show_default=True,
-              help="Sampling of the pipeline study ('all' also times the engine's default sampling).")
+@click.option("--seconds", type=click.FloatRange(min=0.001), default=None,
+              help="Timing window per batch-study point, after warm-up (default 1, quick 0.3).")
+@click.option("--frames", type=FramesType(), default=None,
+              help="Sampling of the pipeline study (default 'all', which also times the default "
+                   "sampling; quick: 'default').")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
-def bench(clip, study, as_json, backends, batch_sizes, seconds, frames, model_dir):
+def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames, model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
@@ -379,10 +386,10 @@ def bench(clip, study, as_json, backends, batch_sizes, seconds, frames, model_di
 
     try:
         result = vqa_bench.run_benchmark(
-            clip, studies=vqa_bench.STUDIES if study == "all" else (study,),
-            backends=vqa_bench.parse_backends(backends) if backends else vqa_bench.DEFAULT_BACKENDS,
-            batch_sizes=batch_sizes or vqa_bench.DEFAULT_BATCH_SIZES, seconds=seconds, frames=frames,
-            model_dir=model_dir)
+            clip, studies=vqa_bench.STUDIES if "all" in studies else (studies or vqa_bench.DEFAULT_STUDIES),
+            backends=vqa_bench.parse_backends(backends) if backends else None,
+            batch_sizes=batch_sizes or None, seconds=seconds, frames=frames, model_dir=model_dir, quick=quick,
+            progress=lambda msg: click.echo(f"vqa bench: {msg}", err=True))
     except VQAError as e:
         if _debug():
             raise

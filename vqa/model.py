@@ -30,6 +30,21 @@ def default_model_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "models"
 
 
+_DIGESTS: dict[tuple, str] = {}  # file identity -> sha256, for this process
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256, computed once per file identity (device, inode, size, mtime and
+    ctime; ctime cannot be set back by hand) in this process: a second Scorer does not hash
+    the weights again, and a replaced or rewritten file is hashed anew."""
+    st = os.stat(path)
+    identity = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    digest = _DIGESTS.get(identity)
+    if digest is None:
+        digest = _DIGESTS[identity] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -47,7 +62,7 @@ class ModelSpec:
         path = self.directory / self.files[key]
         if not path.is_file():
             raise ModelError(f"model file missing: {path}", code="E_MODEL_MISSING")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = file_sha256(path)
         if digest != self.sha256.get(key):
             raise ModelError(f"model file {path} is corrupt or was replaced: sha256 {digest[:12]}… "
                              f"does not match the manifest", code="E_MODEL_CORRUPT")

@@ -1,34 +1,34 @@
-"""The orchestration: the one module that knows every stage.
+"""The public face of the engine: ``Scorer``, and ``score`` on a process-wide default.
 
-    decode (vqa.decode) -> sample (vqa.sample) -> preprocess (vqa.preprocess)
-        -> infer (vqa.infer) -> aggregate (vqa.aggregate) -> VideoScore
-
-``Scorer`` loads the model once and scores videos one after another. A bad video never
-raises: it comes back as a ``status="error"`` record with a stable code.
+A ``Scorer`` loads the model once and scores videos through one engine (vqa.dispatch), which
+owns the decode workers, the shared-memory ring and the inferencer. It is safe to share
+between threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, and
+``score``, ``score_many`` and ``ascore`` are built on it. A bad video never raises: it comes
+back as a ``status="error"`` record with a stable code.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
+import asyncio
+import atexit
+import itertools
 import os
-import queue
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from concurrent.futures import Future
 
-import numpy as np
-
-from .aggregate import FrameResult, FreezeChain, aggregate
-from .batch import BatchRing
+from . import decode
 from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
-from .decode import open_video
-from .errors import InputError, UsageError, VQAError
-from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb, check_limits, out_of_memory
+from .dispatch import EngineOptions, LocalEngine, PoolEngine, start_workers
+from .errors import BackendUnavailable, UsageError
 from .infer import BACKENDS, DEFAULT_BACKEND, MODES, PRECISIONS, open_inferencer
+from .limits import auto_worker_memory_mb, check_limits
 from .model import load_model_spec
-from .preprocess import fragments, frame_stats
-from .sample import FRAME_MODES, plan_frames, split_plan
-from .types import SamplePlan, VideoInfo, VideoScore
-from .workers import DecodeTask, ProbeTask, WorkerPool
+from .sample import FRAME_MODES
+from .threads import plan_threads
+from .types import VideoScore
+from .workers import guard_spawned_import
 
 DEFAULT_BATCH_SIZE = "auto"
 MAX_BATCH_SIZE = 256
@@ -36,13 +36,12 @@ MAX_BATCH_SIZE = 256
 # OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
-POLL_S = 0.05  # how long the consumer waits for a worker message before looking at inference
-# Reading every frame, fewer frames than the container declares is truncation; this slack
-# allows for edit lists and encoder delay, which can hide a frame or two.
-TRUNCATED_SLACK = 0.02
-SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
+LOOKAHEAD_PER_WORKER = 4  # score_many keeps this many requests per worker ahead of its output
 
-def _check_options(backend, decoder, frames, batch_size, threads, precision, mode) -> None:
+PathArg = str | bytes | os.PathLike
+
+
+def _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers) -> None:
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if backend not in BACKENDS:
@@ -51,6 +50,11 @@ def _check_options(backend, decoder, frames, batch_size, threads, precision, mod
         raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if decoder not in DECODERS:
         raise UsageError(f"unknown decoder {decoder!r}; choose one of {', '.join(DECODERS)}")
+    if decoder not in decode.AVAILABLE_BACKENDS:  # an error now, not E_BACKEND on every video
+        package = DECODERS[decoder]
+        reason = getattr(decode, "_IMPORT_ERRORS", {}).get(decoder, "not installed")
+        raise BackendUnavailable(f"decoder {decoder!r} needs the {package!r} package: pip install {package} "
+                                 f"(import failed: {reason})")
     if not (frames in FRAME_MODES or (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1)):
         raise UsageError(f"frames must be 'default', 'all' or an integer >= 1, got {frames!r}")
     if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
@@ -58,6 +62,15 @@ def _check_options(backend, decoder, frames, batch_size, threads, precision, mod
         raise UsageError(f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise UsageError(f"workers must be an integer >= 0 (0: decode in this process), got {workers!r}")
+
+
+def _path(path) -> str:
+    """One path as a str; anything else is a TypeError (a list of paths is not one path)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
 
 
 class Scorer:
@@ -66,6 +79,21 @@ class Scorer:
     >>> with Scorer(backend="openvino") as scorer:       # doctest: +SKIP
     ...     for result in scorer.score_many(["a.mp4", "b.mkv"]):
     ...         print(result.path, result.score, result.category)
+
+    Sharing: every method may be called from any number of threads at once, and ``ascore``
+    from asyncio. All callers share one model and one pool of decode workers; each gets the
+    records of its own videos, and a record never depends on what else is being scored.
+    ``close()`` cancels what is still in flight; calls after it raise RuntimeError.
+
+    Threads: ``workers`` decode processes (one FFmpeg and one OpenCV thread each) plus
+    ``threads`` inference threads never add up to more than the cores this process may use
+    (CPU affinity and cgroup quota; vqa.threads), unless both are given. By default they
+    share the cores half and half, at least one each.
+
+    Scripts: workers are spawned processes that import the main script again, so a script
+    must make its Scorer (or call ``vqa.score``) under ``if __name__ == "__main__":``.
+    Without the guard, building the Scorer raises UsageError saying so. ``workers=0`` needs
+    no guard.
 
     Isolation, with decode workers (``workers >= 1``):
 
@@ -89,121 +117,145 @@ class Scorer:
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
                  precision: str = "fp32", workers: int | None = None, mode: str = "throughput",
                  timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto"):
-        _check_options(backend, decoder, frames, batch_size, threads, precision, mode)
+        guard_spawned_import()  # inside a decode worker this is the user's unguarded script
+        _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers)
         check_limits(timeout_s, worker_memory_mb)
         if batch_size == "auto":
             batch_size = AUTO_BATCH_SIZE[mode]
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-            raise UsageError(f"workers must be an integer >= 0 (0: decode in this process), got {workers!r}")
+        budget = plan_threads(workers=workers, inference_threads=threads)  # vqa.threads decides
         self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
-        self.threads = threads or os.cpu_count() or 1
-        self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self.workers, self.threads = budget.workers, budget.inference_threads
         self.timeout_s = timeout_s or None
         self.worker_memory_mb = (auto_worker_memory_mb(self.workers) if worker_memory_mb == "auto"
                                  else worker_memory_mb or None)
-        self._pool: WorkerPool | None = None
-        self._ring: BatchRing | None = None
-        self._task_ids = iter(range(1 << 62))
         self.spec = load_model_spec(model_dir)
-        if threads is None and backend == "pytorch":
-            # PyTorch's pool would take every core; leave the decode workers theirs.
-            threads = max(1, (os.cpu_count() or 1) - self.workers)
-        self.inferencer = open_inferencer(self.spec, backend=backend, threads=threads, precision=precision,
-                                          mode=mode)
         # workers is left out on purpose: results do not depend on it (tests hold them to that).
         self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
                        "precision": precision, "mode": mode}
+        self._options = EngineOptions(decoder=decoder, frames=frames, batch_size=batch_size,
+                                      workers=self.workers, decode_threads=budget.decode_threads,
+                                      timeout_s=self.timeout_s, worker_memory_mb=self.worker_memory_mb)
+        self._lock = threading.Lock()
+        self._closed = False
+        self.inferencer = self._engine = None
+        # The workers start first and import their libraries while the model compiles here.
+        started = start_workers(self._options) if self.workers else None
+        try:
+            self.inferencer = open_inferencer(self.spec, backend=backend, threads=self.threads,
+                                              precision=precision, mode=mode)
+            if started is not None:
+                started[0].wait_ready()  # a memory limit too low, or no main guard, fails here
+            self._engine = self._new_engine(started)
+        except BaseException:
+            if started is not None and self._engine is None:
+                try:
+                    started[0].close()
+                finally:
+                    started[1].close()
+            if self.inferencer is not None:
+                self.inferencer.close()
+            raise
 
-    def score(self, path: str | os.PathLike) -> VideoScore:
-        (record,) = self.score_many([path])  # run the generator to its end: the pool stays up
-        return record
-
-    def score_many(self, paths: Iterable[str | os.PathLike]) -> Iterator[VideoScore]:
-        """Records in input order, each as soon as it and all before it are done."""
-        paths = list(paths)
+    def _new_engine(self, started=None):
         if self.workers == 0:
-            for path in paths:
-                yield self._score_here(path)
-        else:
-            yield from self._score_parallel(paths)
+            return LocalEngine(self._options, self.inferencer, self._new_record)
+        return PoolEngine(self._options, self.inferencer, self._new_record, started)
 
-    def _new_record(self, path) -> VideoScore:
-        return VideoScore(path=os.fsdecode(path), status="error", model=self.spec.to_dict(),
-                          config=dict(self.config))
+    # -- scoring -------------------------------------------------------------------------
 
-    def _score_here(self, path) -> VideoScore:
-        """Decode, infer and aggregate in this process: no workers, no shared memory."""
-        record = self._new_record(path)
+    def submit(self, path: PathArg, *, split: bool = False) -> Future:
+        """Start scoring one video; the Future's result is its ``VideoScore``. Any thread may
+        call it, any number of times: the videos share this Scorer's workers and model, and
+        each Future gets its own video's record. ``future.cancel()`` stops the video's work
+        (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped).
+        ``split=True`` spreads the video over every worker, for the lowest latency when it is
+        scored alone (``score`` does that); by default one worker reads it, which keeps the
+        cores busiest when many videos are in flight."""
+        path = _path(path)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Scorer is closed")
+            if getattr(self._engine, "broken", None) is not None:  # its dispatcher failed: start afresh
+                self._engine.close()
+                self._engine = None
+                self._engine = self._new_engine()
+            return self._engine.submit(path, split)  # quick: a queue put and a wake-up
+
+    def score(self, path: PathArg) -> VideoScore:
+        """Score one video and return its record. A video that cannot be scored gives a record
+        with ``status="error"`` and ``error={"code", "message"}``; this never raises for one.
+        Thread-safe."""
+        future = self.submit(path, split=True)
         try:
-            self._score_into(record, path)
-            record.status = "ok"
-        except VQAError as e:
-            record.error = {"code": e.code, "message": e.message}
-        except MemoryError as e:  # the code a worker gives; here no limit applies, the machine ran out
-            record.error = {"code": "E_MEMORY_LIMIT", "message": f"out of memory on it: {type(e).__name__}"}
-        except Exception as e:  # a decoder or model fault on one file must not end the batch
-            record.error = ({"code": "E_MEMORY_LIMIT", "message": f"out of memory on it: {type(e).__name__}: {e}"}
-                            if out_of_memory(e) else {"code": "E_INTERNAL", "message": f"{type(e).__name__}: {e}"})
-        return record
+            return future.result()
+        except BaseException:
+            future.cancel()  # Ctrl-C, or the engine failed: do not leave its work running
+            raise
 
-    def _score_parallel(self, paths: list) -> Iterator[VideoScore]:
-        pool, ring = self._start_pool()
-        job = _Job(self, pool, ring, paths)
+    async def ascore(self, path: PathArg) -> VideoScore:
+        """``score`` for asyncio: ``record = await scorer.ascore(path)``. The event loop is
+        not blocked; cancelling the awaiting task cancels the video's work. Like ``submit``,
+        one worker reads each video, since coroutines usually have many in flight."""
+        return await asyncio.wrap_future(self.submit(path))
+
+    def score_many(self, paths: Iterable[PathArg]) -> Iterator[VideoScore]:
+        """One record per path, in input order, each as soon as it and all before it are done.
+
+        ``paths`` is read lazily, a bounded number ahead of the records handed out
+        (``LOOKAHEAD_PER_WORKER`` per worker), so a generator of any length works in flat
+        memory. A single str or PathLike is refused with TypeError: pass ``[path]``.
+        Stopping early (``break``, an exception) cancels the videos still in flight.
+        """
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            raise TypeError(f"score_many takes an iterable of paths, not one path ({paths!r}); "
+                            f"use score(path) or score_many([path])")
+        return self._ordered(iter(paths), LOOKAHEAD_PER_WORKER * max(1, self.workers))
+
+    def _ordered(self, paths: Iterator, lookahead: int) -> Iterator[VideoScore]:
+        # Fewer videos than workers in all: each is split across them; more: one worker each.
+        first = list(itertools.islice(paths, self.workers))
+        split = len(first) < self.workers
+        ahead: deque[Future] = deque()
         try:
-            yield from job.run()
+            for path in itertools.chain(first, paths):
+                ahead.append(self.submit(path, split=split))
+                if len(ahead) >= lookahead:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
         finally:
-            if not job.finished:  # abandoned or interrupted: tasks still in flight, start afresh
-                self._stop_pool()
+            for future in ahead:
+                future.cancel()
 
-    def _start_pool(self) -> tuple[WorkerPool, BatchRing]:
-        if self._pool is None:
-            self._ring = BatchRing(slots=SLOTS_PER_WORKER * self.workers, batch_size=self.batch_size)
-            self._pool = WorkerPool(mp.get_context("spawn"), self.workers, self._ring.spec, SLOTS_PER_WORKER,
-                                    memory_mb=self.worker_memory_mb)
+    def _new_record(self, path: str) -> VideoScore:
+        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config))
+
+    # -- the engine's parts, for tests and tools -----------------------------------------
+
+    @property
+    def _pool(self):
+        return getattr(self._engine, "pool", None)
+
+    @property
+    def _ring(self):
+        return getattr(self._engine, "ring", None)
+
+    def _start_pool(self):
         return self._pool, self._ring
 
-    def _stop_pool(self) -> None:
-        try:
-            if self._pool is not None:
-                self._pool.close()
-        finally:
-            self._pool = None
-            if self._ring is not None:
-                self._ring.close()
-                self._ring = None
-
-    def _score_into(self, record: VideoScore, path) -> None:
-        with open_video(path, backend=self.decoder, threads=self.threads) as reader:
-            info = reader.info
-            record.video = info
-            plan = plan_frames(info, self.frames)
-            record.sampling = plan.to_dict()
-            results: list[FrameResult] = []
-            views: list[np.ndarray] = []
-            chain = FreezeChain()
-            for frame in reader.read(plan):
-                views.append(fragments(frame.rgb))
-                results.append(FrameResult(frame.run, frame.pts_s, None, frame_stats(frame.rgb)))
-                chain.add(results[-1].stats)
-                if len(views) == self.batch_size:
-                    self._infer(views, results)
-            self._infer(views, results)
-            _conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors,
-                      reader.warnings)
-
-    def _infer(self, views: list[np.ndarray], results: list[FrameResult]) -> None:
-        if not views:
-            return
-        out = self.inferencer.infer(np.stack(views))
-        for r, row in zip(results[len(results) - len(views):], out):
-            r.outputs = row
-        views.clear()
-
     def close(self) -> None:
+        """Stop the workers, free the shared memory and the model. Videos still in flight are
+        cancelled. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         try:
-            self._stop_pool()
+            if self._engine is not None:
+                self._engine.close()
         finally:
-            self.inferencer.close()
+            if self.inferencer is not None:
+                self.inferencer.close()
 
     def __enter__(self) -> Scorer:
         return self
@@ -212,218 +264,33 @@ class Scorer:
         self.close()
 
 
-@dataclass
-class _Video:
-    record: VideoScore
-    info: VideoInfo | None = None
-    plan: SamplePlan | None = None  # the plan to aggregate with (split for parallel decoding)
-    planned: SamplePlan | None = None  # the plan as the user's options made it
-    pending: int = 0  # segments not yet done
-    inflight: int = 0  # batches submitted for inference, not yet back
-    frames: list[FrameResult] = field(default_factory=list)
-    decoded: int = 0
-    decode_errors: int = 0
-    reader_warnings: list[str] = field(default_factory=list)  # from the decoders, all segments
-    chains: dict[int, FreezeChain] = field(default_factory=dict)  # task id -> its frames so far
-    attempt: int = 0  # a worker crash restarts the video once; older messages are stale
-    tasks: set[int] = field(default_factory=set)  # this attempt's tasks not yet answered
-    timeout_s: float | None = None  # each decode task's limit, set after the probe
-    finished: bool = False
+_defaults: dict[str, Scorer] = {}
+_defaults_lock = threading.Lock()
 
 
-class _Job:
-    """One score_many call on the worker pool: probe, plan, split, infer, aggregate, in order."""
-
-    def __init__(self, scorer: Scorer, pool: WorkerPool, ring: BatchRing, paths: list):
-        self.s, self.pool, self.ring = scorer, pool, ring
-        self.paths = [os.fsdecode(p) for p in paths]
-        self.videos = [_Video(scorer._new_record(p)) for p in self.paths]
-        self.owner: dict[int, tuple[int, int]] = {}  # task id -> (video index, attempt)
-        # Few videos: split each across the workers; many: one worker per video.
-        self.parts = scorer.workers if len(paths) < scorer.workers else 1
-        self.window = max(2, 2 * scorer.workers)  # videos in flight, bounding memory
-        self.completions: queue.SimpleQueue = queue.SimpleQueue()  # inference callbacks land here
-        self.finished = False
-
-    def run(self) -> Iterator[VideoScore]:
-        admitted = emitted = 0
-        while emitted < len(self.videos):
-            while admitted < len(self.videos) and admitted - emitted < self.window:
-                self._probe(admitted)
-                admitted += 1
-            msg = self.pool.get(POLL_S if self.completions.empty() else 0.001)
-            if msg is not None:
-                self._handle(msg)
-            self._collect()
-            while emitted < len(self.videos) and self.videos[emitted].finished:
-                yield self.videos[emitted].record
-                self.videos[emitted] = None  # release its frames
-                emitted += 1
-        self.s.inferencer.wait()
-        self._collect()
-        self.finished = True
-
-    def _submit(self, idx: int, task, timeout_s: float | None) -> None:
-        task_id = next(self.s._task_ids)
-        self.owner[task_id] = (idx, self.videos[idx].attempt)
-        self.videos[idx].tasks.add(task_id)
-        self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
-
-    def _probe(self, idx: int) -> None:
-        self._submit(idx, ProbeTask(0, self.paths[idx], self.s.decoder, want_keyframes=self.parts > 1),
-                     self._limit(self.videos[idx]))
-
-    def _cancel(self, video: _Video) -> None:
-        """Stop the video's unanswered tasks: their workers are replaced, not left to finish."""
-        for task_id in sorted(video.tasks):
-            self.pool.cancel(task_id)
-        video.tasks.clear()
-
-    def _handle(self, msg) -> None:
-        kind, task_id = msg[0], msg[1]
-        idx, attempt = self.owner.get(task_id, (None, None))
-        video = self.videos[idx] if idx is not None else None
-        if video is not None and (video.finished or attempt != video.attempt):
-            video = None  # its answer is in, or it was restarted: this message is stale
-        if kind == "batch":
-            if video is not None:
-                chain = video.chains.setdefault(task_id, FreezeChain())  # a task's batches come in order
-                for meta in msg[3]:
-                    chain.add(meta.stats)
-                self._infer(idx, video, msg[2], msg[3])
-            else:
-                self.pool.release(msg[2])
-            return
-        if video is None:
-            return
-        video.tasks.discard(task_id)
-        if kind == "timeout":  # no retry: a second try would most likely take as long again
-            stage = "decoding" if video.info is not None else "opening"
-            self._fail(video, "E_TIMEOUT", f"{stage} it went past the {self._limit(video):g} s limit "
-                                           f"(timeout_s); its worker was stopped after {msg[2]:.1f} s")
-        elif kind == "crash":
-            if video.attempt == 0:  # the worker may have died of something else: once more
-                self._cancel(video)
-                video.attempt += 1
-                video.frames, video.decoded, video.decode_errors, video.reader_warnings = [], 0, 0, []
-                video.chains = {}
-                video.info = video.timeout_s = None
-                self._probe(idx)
-            else:
-                self._fail(video, "E_WORKER_CRASH", f"the decode worker died twice on it (exit code {msg[2]})")
-        elif kind == "info":
-            self._plan(idx, video, msg[2], msg[3])
-        elif kind == "error":
-            self._fail(video, msg[2], msg[3])
-        elif kind == "done":
-            video.decoded += msg[2]
-            video.decode_errors += msg[3]
-            video.reader_warnings += msg[4]
-            video.pending -= 1
-            if video.pending == 0 and video.inflight == 0:
-                self._finish(video)
-
-    def _limit(self, video: _Video) -> float | None:
-        """The limit of the video's tasks: the probe's until it is planned, then the decode's."""
-        if video.info is None:
-            return AUTO_TIMEOUT_MIN_S if self.s.timeout_s == "auto" else self.s.timeout_s
-        return video.timeout_s
-
-    def _plan(self, idx: int, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
-        video.info = video.record.video = info
-        video.planned = plan_frames(info, self.s.frames)
-        # Each segment gets the whole video's limit: it decodes no more than the whole video.
-        video.timeout_s = auto_timeout_s(info, video.planned) if self.s.timeout_s == "auto" else self.s.timeout_s
-        video.record.sampling = video.planned.to_dict()
-        video.plan, segments = split_plan(video.planned, self.parts, keyframes_s=keyframes)
-        video.pending = len(segments)
-        # Cores the split could not use (too few keyframes) go to FFmpeg's own threads.
-        threads = max(1, self.parts // len(segments))
-        for k, (sub, offset) in enumerate(segments):
-            self._submit(idx, DecodeTask(0, self.paths[idx], self.s.decoder, sub, offset,
-                                         open_end=k == len(segments) - 1, threads=threads), video.timeout_s)
-
-    def _infer(self, idx: int, video: _Video, slot: int, metas) -> None:
-        """Start inference straight from the ring slot; the slot is released when it is back."""
-        video.inflight += 1
-        attempt = video.attempt
-        self.s.inferencer.submit(self.ring.views(slot, len(metas)),
-                                 lambda out: self.completions.put((idx, attempt, slot, metas, out)))
-
-    def _collect(self) -> None:
-        while True:
-            try:
-                idx, attempt, slot, metas, out = self.completions.get_nowait()
-            except queue.Empty:
-                return
-            self.pool.release(slot)
-            video = self.videos[idx]
-            if video is None:  # failed and already handed out
-                continue
-            video.inflight -= 1
-            if video.finished or attempt != video.attempt:
-                continue
-            if isinstance(out, BaseException):  # an inference fault costs this video, not the job
-                self._fail(video, "E_INTERNAL", f"inference failed: {type(out).__name__}: {out}")
-                continue
-            video.frames += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, out)]
-            if video.pending == 0 and video.inflight == 0:
-                self._finish(video)
-
-    def _fail(self, video: _Video, code: str, message: str) -> None:
-        self._cancel(video)
-        video.record.error = {"code": code, "message": message}
-        video.frames = []
-        video.finished = True
-
-    def _finish(self, video: _Video) -> None:
-        record = video.record
-        frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
-        try:
-            _conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors,
-                      video.reader_warnings)
-        except InputError as e:
-            self._fail(video, e.code, e.message)
-            return
-        record.status = "ok"
-        video.frames = []
-        video.finished = True
+def default_scorer(**options) -> Scorer:
+    """The process-wide Scorer for ``options``: made on first use (model loaded, workers
+    started), then shared by every later call with the same options, from any thread, until
+    the interpreter exits."""
+    key = repr(sorted(options.items()))
+    with _defaults_lock:
+        scorer = _defaults.get(key)
+        if scorer is None or scorer._closed:
+            scorer = _defaults[key] = Scorer(**options)
+        return scorer
 
 
-def _conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, planned: SamplePlan,
-              info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str]) -> None:
-    """Fill a record from its frames in timeline order: counts, score, defects, warnings.
-    ``plan`` is what the frames were read with, ``planned`` the plan the options made."""
-    record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
-    if not frames:
-        raise InputError("no frame of the video could be decoded", code="E_DECODE")
-    record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
-    record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings)
+@atexit.register
+def _close_defaults() -> None:
+    with _defaults_lock:
+        scorers = list(_defaults.values())
+        _defaults.clear()
+    for scorer in scorers:
+        scorer.close()
 
 
-def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str]) -> list[str]:
-    out = []
-    if decode_errors:
-        out.append(f"W_CORRUPT_FRAMES: {decode_errors} packets or frames failed to decode")
-    sampled, wanted = record.frames["sampled"], sum(r.count for r in plan.runs)
-    if all(r.count > 0 for r in plan.runs) and sampled < wanted:
-        out.append(f"W_TRUNCATED: {sampled} of {wanted} planned frames were found")
-    elif (plan.mode == "all" and info.frame_count_declared
-          and sampled < info.frame_count * (1 - TRUNCATED_SLACK) - 1):
-        out.append(f"W_TRUNCATED: {sampled} of the {info.frame_count} frames the file declares were found")
-    if info.rotation:
-        out.append(f"W_ROTATED: frames turned {info.rotation} degrees as the file asks")
-    # Segments of one video read by several workers can each notice the same thing: keep the first.
-    seen = {w.split(":", 1)[0] for w in out}
-    for w in reader_warnings:
-        code = w.split(":", 1)[0]
-        if code not in seen:
-            seen.add(code)
-            out.append(w)
-    return out
-
-
-def score(path: str | os.PathLike, **options) -> VideoScore:
-    """Score one video with a Scorer made for it; for many videos keep one Scorer open."""
-    with Scorer(**options) as scorer:
-        return scorer.score(path)
+def score(path: PathArg, **options) -> VideoScore:
+    """Score one video with the process-wide default Scorer for ``options`` (see
+    ``default_scorer``): the first call loads the model and starts the workers, later calls
+    reuse them. Thread-safe. For control over its lifetime, make a ``Scorer`` of your own."""
+    return default_scorer(**options).score(path)

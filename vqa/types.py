@@ -93,7 +93,25 @@ class Defect:
 
 @dataclass
 class VideoScore:
-    """The result for one video: what every output format is made from."""
+    """The result for one video: what every output format is made from.
+
+    Fields:
+        path: the video's path as given (a name that is not UTF-8 keeps its bytes as
+            surrogate escapes; ``os.fsencode(path)`` gives them back).
+        status: ``"ok"``, or ``"error"`` when the video could not be scored.
+        score: 0-100, the VMAF the video would get against its pristine source; None on error.
+        category: ``"excellent"``, ``"good"``, ``"fair"``, ``"poor"`` or ``"bad"``, from the score.
+        defects: ``Defect`` records (type, severity 0-1, start_s, end_s), in timeline order.
+        video: the stream's metadata (``VideoInfo``); None when the file could not be opened.
+        frames: counts: ``sampled`` (scored), ``decoded`` (decoded to reach them),
+            ``decode_errors`` (packets or frames that failed).
+        model: the model's name, version and sha256.
+        config: the options that shape the result (sampling, backend, batch size, decoder,
+            precision, mode); the same config and model give the same record.
+        sampling: the plan used: mode, frames requested, runs, run length.
+        error: ``{"code", "message"}`` when status is "error", with a stable ``E_*`` code.
+        warnings: ``W_*`` codes with a message each, e.g. ``W_TRUNCATED``, ``W_CORRUPT_FRAMES``.
+    """
 
     path: str
     status: str  # "ok" or "error"
@@ -110,9 +128,12 @@ class VideoScore:
 
     @property
     def ok(self) -> bool:
+        """True when the video was scored (``status == "ok"``)."""
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON-able data: the output contract every format writes
+        (``vqa.report.CONTRACT_SCHEMA``). Scores round to 2 decimals, times to 3."""
         return {
             "path": self.path,
             "status": self.status,

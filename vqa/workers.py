@@ -3,13 +3,10 @@ views into the shared-memory ring (vqa.batch).
 
 Each worker is a spawned process (no inherited decoder or thread state; FFmpeg's threads and
 PyTorch's pools do not mix with fork). Decoders are opened inside the worker with one FFmpeg
-thread, so N workers use N cores and never oversubscribe. Messages to the parent:
-
-    ("info", task_id, VideoInfo, keyframes_s) answer to a probe
-    ("batch", task_id, slot, [FrameMeta...])  ``len(metas)`` views are in ring slot ``slot``
-    ("done", task_id, frames_decoded, decode_errors, warnings)
-    ("error", task_id, code, message)         the task failed; the video gets an error record
-    ("ready", pid)                            once, at start-up: the worker takes tasks now
+thread (and one OpenCV thread), so N workers use N cores and never oversubscribe. Messages
+to the parent are the typed records below: ``Ready`` once at start-up, then for each task
+``Probed`` (a probe's answer) or ``Batch`` messages and ``Done``, or ``Failed``. The pool
+adds ``Crashed`` and ``TimedOut`` for tasks whose worker died or ran past its limit.
 
 A worker limits its own address space (``RLIMIT_AS``) at start-up when asked to: an allocation
 beyond it raises ``MemoryError`` there, reported as ``E_MEMORY_LIMIT``, instead of letting a
@@ -28,14 +25,25 @@ from pathlib import Path
 
 from .batch import RingSpec, RingWriter
 from .decode import open_video
-from .errors import VQAError
+from .errors import UsageError, VQAError
 from .limits import out_of_memory
 from .preprocess import FrameStats, fragments, frame_stats
-from .types import SamplePlan
+from .types import SamplePlan, VideoInfo
 
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 BOOT_TIMEOUT_S = 60.0  # a spawned worker that has not said "ready" by then is stuck: replace it
 MAX_BOOT_FAILURES = 3  # workers dying one after another before "ready": give up, do not loop
+# Address space a worker needs beyond what it maps at start-up, to decode anything at all:
+# measured, 1080p H.264 every frame peaked 174 MiB above the start (README, Isolation).
+WORKER_HEADROOM_MB = 256
+# The exit status of a worker that found itself re-running the user's script: the script
+# made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).
+EXIT_UNGUARDED_SCRIPT = 78
+UNGUARDED_MESSAGE = (
+    "the script that uses vqa.Scorer (or vqa.score) with decode workers must create it inside "
+    "an `if __name__ == \"__main__\":` block: each worker is a spawned process that imports "
+    "the script again, and there it would start workers of its own. Add the guard, or pass "
+    "workers=0 to decode in this process")
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,62 @@ class FrameMeta:
     stats: FrameStats
 
 
+# --- messages to the parent ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """Once, at start-up: the worker takes tasks now. ``address_space_mb``: what it maps already
+    (None where /proc cannot say), to check a memory limit against."""
+    pid: int
+    address_space_mb: int | None
+
+
+@dataclass(frozen=True)
+class Probed:
+    task_id: int
+    info: VideoInfo
+    keyframes_s: list[float] | None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """``len(frames)`` views are in ring slot ``slot``; the parent releases it when done."""
+    task_id: int
+    slot: int
+    frames: list[FrameMeta]
+
+
+@dataclass(frozen=True)
+class Done:
+    task_id: int
+    frames_decoded: int
+    decode_errors: int
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The task failed; the video gets an error record."""
+    task_id: int
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """From the pool: the task's worker died (killed, segfault); it was replaced."""
+    task_id: int
+    exitcode: int | None
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """From the pool: the task ran past its limit; its worker was killed and replaced."""
+    task_id: int
+    elapsed_s: float
+
+
+WORKER_NAME = "vqa-decode"
 KEYFRAME_SCAN_PACKETS = 20_000  # about 13 min at 25 fps; longer videos are split blind
 
 
@@ -128,12 +192,12 @@ def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
                 ring.slot(slot)[len(metas)] = fragments(frame.rgb)
                 metas.append(FrameMeta(task.run_offset + frame.run, frame.pts_s, frame_stats(frame.rgb)))
                 if len(metas) == ring.spec.batch_size:
-                    link.send(("batch", task.task_id, slot, metas))
+                    link.send(Batch(task.task_id, slot, metas))
                     slot, metas = None, []
             if metas:
-                link.send(("batch", task.task_id, slot, metas))
+                link.send(Batch(task.task_id, slot, metas))
                 slot = None
-            link.send(("done", task.task_id, reader.frames_decoded, reader.decode_errors, reader.warnings))
+            link.send(Done(task.task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
     finally:
         if slot is not None:  # taken but not handed over (an error mid-batch): keep it
             link.free.append(slot)
@@ -164,19 +228,48 @@ def _run(task, link: _Link, ring: RingWriter) -> None:
         with open_video(task.path, backend=task.decoder, threads=1) as reader:
             info = reader.info
             keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
-        link.send(("info", task.task_id, info, keyframes))
+        link.send(Probed(task.task_id, info, keyframes))
     else:
         _decode(task, link, ring)
 
 
-def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None) -> None:
+def guard_spawned_import() -> None:
+    """Called where a Scorer with workers is made: inside a decode worker, that means the
+    user's script is being imported again by the spawn start method, with no
+    ``if __name__ == "__main__":`` guard. Say so and exit with a status the parent knows."""
+    import multiprocessing as mp
+    import sys
+
+    # While a spawned child imports the main script, multiprocessing marks it "_inheriting"
+    # (its own check for this mistake reads the same flag); the name is set just before.
+    me = mp.current_process()
+    if getattr(me, "_inheriting", False) and me.name == WORKER_NAME:
+        print(f"vqa: error: {UNGUARDED_MESSAGE}", file=sys.stderr)
+        sys.exit(EXIT_UNGUARDED_SCRIPT)
+
+
+def _address_space_mb() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) >> 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
+                opencv_threads: int = 1) -> None:
     """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
+    import cv2  # loaded already by the preprocess stage; its own pool would take every core
+
+    cv2.setNumThreads(opencv_threads)
     link, ring = _Link(conn, slots), RingWriter(ring_spec)
     # After the ring is mapped: a failed attach would unlink the parent's segment (CPython's
     # SharedMemory does that on any OSError while opening it).
     _limit_memory(memory_mb, ring_spec)
     try:
-        link.send(("ready", os.getpid()))
+        link.send(Ready(os.getpid(), _address_space_mb()))
         while True:
             task = link.next_task()
             error = None
@@ -193,7 +286,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None) 
                 else:
                     error = ("E_INTERNAL", f"{type(e).__name__}: {e}")
             if error is not None:  # sent outside the handler: the traceback's memory is free again
-                link.send(("error", task.task_id, *error))
+                link.send(Failed(task.task_id, *error))
     except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
         return  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
     finally:
@@ -242,10 +335,10 @@ class WorkerPool:
     Each worker owns ``slots_per_worker`` ring slots; a batch message hands one to the parent,
     ``release`` hands it back. ``get`` returns worker messages, plus
 
-    - ``("crash", task_id, exitcode)`` for a task whose worker died (killed, segfault, out of
-      memory); that worker is replaced by a new one with the same slots;
-    - ``("timeout", task_id, elapsed_s)`` for a task that ran past its ``timeout_s``; its
-      worker and the worker's child processes are killed and replaced.
+    - ``Crashed`` for a task whose worker died (killed, segfault, out of memory); that worker
+      is replaced by a new one with the same slots;
+    - ``TimedOut`` for a task that ran past its ``timeout_s``; its worker and the worker's
+      child processes are killed and replaced.
 
     A task's clock starts when a worker takes it (time in the queue does not count) and stops
     while the worker waits for the parent to release one of its slots (the parent's inference,
@@ -270,7 +363,7 @@ class WorkerPool:
         parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
         w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free, self._memory_mb),
-                                      daemon=True, name="vqa-decode")
+                                      daemon=True, name=WORKER_NAME)
         w.process.start()
         child_end.close()
         w.conn, w.task_id, w.ready = parent_end, None, False
@@ -290,10 +383,12 @@ class WorkerPool:
                     pass  # gone already
         w.process.join()
         if not w.ready:
+            if w.process.exitcode == EXIT_UNGUARDED_SCRIPT:
+                raise UsageError(UNGUARDED_MESSAGE)
             self._boot_failures += 1
             if self._boot_failures >= MAX_BOOT_FAILURES:
-                raise VQAError(f"decode workers die while starting (exit code {w.process.exitcode}); "
-                               f"is worker_memory_mb={self._memory_mb} too low?", code="E_WORKER_CRASH")
+                raise VQAError(f"decode workers die while starting (exit code {w.process.exitcode}); their "
+                               f"error is on stderr", code="E_WORKER_CRASH")
         code = w.process.exitcode
         w.conn.close()
         self._spawn(w)
@@ -348,7 +443,7 @@ class WorkerPool:
             pass  # a dead worker's replacement starts with its free slots
 
     def _overrun(self):
-        """Replace the first worker past its deadline; its task's ("timeout", ...) or None."""
+        """Replace the first worker past its deadline; its task's ``TimedOut``, or None."""
         now = time.monotonic()
         for w in self._workers:
             if w.deadline_s is None or w.blocked_since_s is not None or now <= w.deadline_s:
@@ -359,7 +454,7 @@ class WorkerPool:
             self._replace(w, kill=True)
             self._dispatch()
             if task_id is not None:
-                return ("timeout", task_id, elapsed)
+                return TimedOut(task_id, elapsed)
         return None
 
     @staticmethod
@@ -369,7 +464,28 @@ class WorkerPool:
         except OSError:
             return False
 
-    def get(self, timeout_s: float):
+    def wait_ready(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:
+        """Block until every worker has said ``Ready`` (raises what a failed start raises)."""
+        deadline = time.monotonic() + timeout_s
+        while not all(w.ready for w in self._workers) and time.monotonic() < deadline:
+            msg = self.get(min(0.5, max(0.0, deadline - time.monotonic())))
+            if msg is not None:  # nothing was submitted yet, so nothing else can come
+                raise RuntimeError(f"unexpected message from a decode worker while it starts: {msg!r}")
+
+    def _check_ready(self, msg: Ready) -> None:
+        """A memory limit below what a worker maps before decoding anything fails every video:
+        refuse it once, for the job, instead of giving every video E_MEMORY_LIMIT."""
+        need = None if msg.address_space_mb is None else msg.address_space_mb + WORKER_HEADROOM_MB
+        if self._memory_mb and need is not None and self._memory_mb < need:
+            raise UsageError(
+                f"worker_memory_mb={self._memory_mb} is too low: a decode worker maps "
+                f"{msg.address_space_mb} MiB of address space here before it decodes anything, and "
+                f"needs about {WORKER_HEADROOM_MB} MiB more to decode; give it at least {need} MiB, "
+                f"or 'auto'")
+
+    def get(self, timeout_s: float, also=()):
+        """The next message, or None after ``timeout_s``, or at once when one of ``also`` (file
+        descriptors, e.g. a wake-up pipe) becomes readable."""
         overrun = self._overrun()
         if overrun is not None:
             return overrun
@@ -378,21 +494,24 @@ class WorkerPool:
             timeout_s = max(0.0, min(timeout_s, min(deadlines) - time.monotonic() + 0.001))
         conns = {w.conn: w for w in self._workers}
         sentinels = {w.process.sentinel: w for w in self._workers}
-        for ready in wait([*conns, *sentinels], timeout_s):
+        for ready in wait([*conns, *sentinels, *also], timeout_s):
+            if ready in also:
+                continue
             if ready in conns:
                 w = conns[ready]
                 try:
                     msg = w.conn.recv()
                 except (EOFError, OSError):
                     continue  # the sentinel says why
-                if msg[0] == "ready":
+                if isinstance(msg, Ready):
+                    self._check_ready(msg)
                     w.ready, w.deadline_s, self._boot_failures = True, None, 0
                     self._dispatch()
                     return None
-                if msg[0] == "batch":
-                    self._parent_held.add(msg[2])
+                if isinstance(msg, Batch):
+                    self._parent_held.add(msg.slot)
                     self._note_blocked(w)
-                if msg[0] in ("info", "done", "error"):
+                if isinstance(msg, (Probed, Done, Failed)):
                     w.task_id, w.deadline_s, w.blocked_since_s = None, None, None
                     self._dispatch()
                 return msg
@@ -401,11 +520,13 @@ class WorkerPool:
             code = self._replace(w, kill=False)
             self._dispatch()
             if task_id is not None:
-                return ("crash", task_id, code)
+                return Crashed(task_id, code)
         return self._overrun()
 
     def close(self) -> None:
         for w in self._workers:
+            if w.task_id is not None:  # busy: it would read the stop only after its task
+                w.process.kill()
             try:
                 w.conn.send(None)
             except OSError:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import heapq
 import math
-import os
 from fractions import Fraction
 from typing import ClassVar
 

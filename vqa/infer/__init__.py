@@ -18,6 +18,17 @@ BACKENDS = {
 }
 DEFAULT_BACKEND = "openvino"
 PRECISIONS = ("fp32", "int8")
+# How to install a backend's package. A bare `pip install torch` resolves to a CUDA build of
+# several GB; the CPU build is the one this package runs, pinned as in requirements-test.txt.
+TORCH_VERSION = "2.13.0"
+INSTALL_HINTS = {
+    "torch": f"pip install torch=={TORCH_VERSION} --index-url https://download.pytorch.org/whl/cpu "
+             f"(the CPU build; a plain `pip install torch` pulls a CUDA build of several GB)",
+}
+
+
+def install_hint(package: str) -> str:
+    return INSTALL_HINTS.get(package, f"pip install {package}")
 
 
 def available_backends() -> list[str]:
@@ -34,10 +45,12 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
-        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: pip install {package} ({e})") from None
+        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: {install_hint(package)} "
+                                 f"({e})") from None
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     return getattr(mod, cls)(spec, threads=threads, precision=precision, mode=mode)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "MODES", "PRECISIONS", "Inferencer", "available_backends", "open_inferencer"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
+           "available_backends", "install_hint", "open_inferencer"]

@@ -33,7 +33,7 @@ class OpenVINOInferencer(Inferencer):
             # and scores would depend on the machine.
             "INFERENCE_PRECISION_HINT": "f32",
         }
-        if threads:
+        if threads:  # the Scorer always passes its share of the cores (vqa.threads)
             config["INFERENCE_NUM_THREADS"] = int(threads)
         core = ov.Core()
         try:

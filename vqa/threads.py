@@ -1,0 +1,86 @@
+"""The thread budget: how many cores this process may use, and how they are shared out.
+
+One place decides it. The cores are the fewest of the CPUs the process may run on
+(``os.sched_getaffinity``) and its cgroup's CPU quota (``cpu.max``, or ``cpu.cfs_quota_us``
+on cgroup v1): a container given 2 CPUs of a 64-core host gets 2, not 64.
+
+The busy threads of a scoring run are the decode workers (one FFmpeg thread and one OpenCV
+thread each) and the inference threads of the parent. Their sum never exceeds the cores,
+except that there is always at least one of each.
+
+    >>> plan_threads(cores=2)
+    ThreadBudget(cores=2, workers=1, inference_threads=1, decode_threads=1)
+    >>> plan_threads(cores=8)
+    ThreadBudget(cores=8, workers=4, inference_threads=4, decode_threads=1)
+    >>> plan_threads(cores=8, workers=6)
+    ThreadBudget(cores=8, workers=6, inference_threads=2, decode_threads=1)
+    >>> plan_threads(cores=4, workers=0)   # decoding and inference take turns in one thread
+    ThreadBudget(cores=4, workers=0, inference_threads=4, decode_threads=4)
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on every platform
+        return os.cpu_count() or 1
+
+
+def _cgroup_quota(root: Path = CGROUP_ROOT) -> float | None:
+    """CPUs the cgroup's quota allows (may be fractional), or None when there is no quota."""
+    try:  # cgroup v2: "max 100000" or "200000 100000"
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:  # cgroup v1
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cores(root: Path = CGROUP_ROOT) -> int:
+    """The cores this process may keep busy: its CPU affinity, capped by the cgroup quota."""
+    cores = _affinity()
+    quota = _cgroup_quota(root)
+    if quota is not None:
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
+
+
+@dataclass(frozen=True)
+class ThreadBudget:
+    cores: int  # usable_cores() when it was planned
+    workers: int  # decode worker processes (0: decode in this process)
+    inference_threads: int  # the inference backend's threads (OpenVINO, PyTorch)
+    decode_threads: int  # FFmpeg threads per decoder; also OpenCV's threads in a worker
+
+
+def plan_threads(*, workers: int | None = None, inference_threads: int | None = None,
+                 cores: int | None = None) -> ThreadBudget:
+    """Share ``cores`` (default: ``usable_cores()``) between decode workers and inference.
+
+    What the caller sets is kept; the rest get what is left, at least one each. With no
+    workers, decoding and inference run in turn in this process and each may use every core.
+    """
+    cores = usable_cores() if cores is None else max(1, int(cores))
+    if workers == 0:
+        return ThreadBudget(cores, 0, inference_threads or cores, cores)
+    if workers is None and inference_threads is None:
+        inference_threads = (cores + 1) // 2  # inference is the heavier stage per frame
+        workers = max(1, cores - inference_threads)
+    elif workers is None:
+        workers = max(1, cores - inference_threads)
+    elif inference_threads is None:
+        inference_threads = max(1, cores - workers)
+    return ThreadBudget(cores, workers, inference_threads, 1)
