@@ -249,3 +249,28 @@ def test_fifo_is_refused_before_open(tmp_path, backend):
         open_video(fifo, backend=backend)
     assert err.value.code == "E_BAD_PATH"
 
+
+
+def test_split_read_of_a_vfr_mp4_with_b_frames_decodes_each_frame_once(tmp_path):
+    """A VFR MP4 with B-frames: FFmpeg's seek to a keyframe's time landed on the keyframe
+    before it, so the second of two segments decoded a whole GOP to drop it (551 frames
+    decoded for 300 with two workers). The reader now nudges the seek to the right GOP."""
+    from vqa.sample import split_plan
+
+    pts, t = [], 0.0
+    for i in range(300):
+        pts.append(round(t, 3))
+        t += 0.033 if i % 3 else 0.05
+    path = tmp_path / "vfr_b.mp4"
+    write_clip(path, textured_frames(300, 96, 128), fps=25, pts_s=pts, options={"crf": "18", "g": "50"})
+    with open_video(path) as reader:
+        plan = plan_frames(reader.info, "all")
+        _, segments = split_plan(plan, 2, keyframes_s=reader.keyframe_times(10_000))
+    assert len(segments) == 2
+    yielded = decoded = 0
+    for segment, _ in segments:
+        with open_video(path) as reader:
+            yielded += sum(1 for _ in reader.read(segment, open_end=False))
+            decoded += reader.frames_decoded
+    assert yielded == 300
+    assert decoded <= 302, decoded  # each segment may read one frame past its end

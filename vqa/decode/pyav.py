@@ -396,9 +396,34 @@ class PyAVReader(VideoReader):
             if target > 0 and (late or (frame is None and self.frames_decoded == 0)):
                 target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
                 continue
+            if frame is not None and attempt == 0:
+                frame = self._closer_landing(t_s, frame)
             if frame is not None:
                 self._ready.append(frame)
             return
+
+    def _closer_landing(self, t_s: float, frame: av.VideoFrame) -> av.VideoFrame:
+        """A seek that landed a whole GOP early, although the index has a keyframe at or before
+        ``t_s``: MP4 with B-frames, where FFmpeg compares the seek target with decode times and
+        a keyframe's own presentation time can land on the keyframe before it. Decoding that
+        GOP only to drop it doubled the work of split reads. Nudge the target ahead by up to
+        four frame durations and keep the first landing that is later yet not past ``t_s``;
+        otherwise seek back to where the first landing was."""
+        key = self._keyframe_before_s(t_s)
+        landed = self._pts_s(frame)
+        if key is None or landed >= key - PTS_TOLERANCE_S or not self._fps:
+            return frame
+        first_offset = self._start_pts + math.floor(t_s / self._time_base)
+        for k in (1, 2, 4):
+            offset = self._start_pts + math.floor((t_s + k / self._fps) / self._time_base)
+            self._container.seek(int(offset), stream=self._stream, backward=True)
+            self._reset()
+            nudged = self._next_av_frame()
+            if nudged is not None and landed + PTS_TOLERANCE_S < self._pts_s(nudged) <= t_s + PTS_TOLERANCE_S:
+                return nudged
+        self._container.seek(int(first_offset), stream=self._stream, backward=True)
+        self._reset()
+        return self._next_av_frame() or frame
 
     def _rewind_if_behind(self, t_s: float) -> None:
         """For a stream that cannot seek: reopen it when ``t_s`` is behind the decode position."""
