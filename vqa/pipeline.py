@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .aggregate import FrameResult, FreezeChain, aggregate
+from .aggregate import FrameResult, FreezeChain, aggregate, timeline as frame_timeline
 from .batch import BatchRing
 from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
 from .decode import KNOWN_BACKENDS as DECODERS
@@ -88,7 +88,8 @@ class Scorer:
                  frames: int | str = "default", batch_size: int | str = DEFAULT_BATCH_SIZE,
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
                  precision: str = "fp32", workers: int | None = None, mode: str = "throughput",
-                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto"):
+                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto",
+                 timeline: bool = False):
         _check_options(backend, decoder, frames, batch_size, threads, precision, mode)
         check_limits(timeout_s, worker_memory_mb)
         if batch_size == "auto":
@@ -113,6 +114,11 @@ class Scorer:
         # workers is left out on purpose: results do not depend on it (tests hold them to that).
         self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
                        "precision": precision, "mode": mode}
+        # timeline=True adds each record's per-frame data (vqa.aggregate.timeline); it changes no
+        # score, but is in config (so in the job store's key) only when on.
+        self.timeline = bool(timeline)
+        if self.timeline:
+            self.config["timeline"] = True
 
     def score(self, path: str | os.PathLike) -> VideoScore:
         (record,) = self.score_many([path])  # run the generator to its end: the pool stays up
@@ -189,7 +195,7 @@ class Scorer:
                     self._infer(views, results)
             self._infer(views, results)
             _conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors,
-                      reader.warnings)
+                      reader.warnings, with_timeline=self.timeline)
 
     def _infer(self, views: list[np.ndarray], results: list[FrameResult]) -> None:
         if not views:
@@ -381,7 +387,7 @@ class _Job:
         frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
         try:
             _conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors,
-                      video.reader_warnings)
+                      video.reader_warnings, with_timeline=self.s.timeline)
         except InputError as e:
             self._fail(video, e.code, e.message)
             return
@@ -391,7 +397,8 @@ class _Job:
 
 
 def _conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, planned: SamplePlan,
-              info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str]) -> None:
+              info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str], *,
+              with_timeline: bool = False) -> None:
     """Fill a record from its frames in timeline order: counts, score, defects, warnings.
     ``plan`` is what the frames were read with, ``planned`` the plan the options made."""
     record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
@@ -399,6 +406,8 @@ def _conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, p
         raise InputError("no frame of the video could be decoded", code="E_DECODE")
     record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
     record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings)
+    if with_timeline:
+        record.timeline = frame_timeline(frames, plan)
 
 
 def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str]) -> list[str]:

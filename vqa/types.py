@@ -107,13 +107,16 @@ class VideoScore:
     sampling: dict[str, Any] = field(default_factory=dict)
     error: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
+    # Per sampled frame (vqa.aggregate.timeline), only when asked for (Scorer(timeline=True)).
+    timeline: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The output contract; ``timeline`` is there only when it was asked for."""
+        d = {
             "path": self.path,
             "status": self.status,
             "score": None if self.score is None else round(self.score, 2),
@@ -127,3 +130,6 @@ class VideoScore:
             "error": self.error,
             "warnings": list(self.warnings),
         }
+        if self.timeline is not None:
+            d["timeline"] = [dict(p) for p in self.timeline]
+        return d
