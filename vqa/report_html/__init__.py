@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from ._data import MAX_POINTS, downsample, load_records, row, summary, worst_rows
+from ._data import MAX_POINTS, display, downsample, load_records, row, summary, worst_rows
 from ._page import PAGE_SIZE, embed_json, render
 from ._thumbs import TIMEOUT_S, make_thumbnails, plan_shots, request_for
 
@@ -35,7 +35,8 @@ def build_report(records: list[Mapping[str, Any]], *, thumbnails: int = DEFAULT_
         on_plan(len(requests))
     if requests:
         make_thumbnails(list(requests.values()), progress=progress, timeout_s=timeout_s)
-    thumbs = {i: [asdict(s) for s in req.shots] for i, req in requests.items() if req.shots}
+    thumbs = {i: [{**asdict(s), "problem": s.problem and display(s.problem)} for s in req.shots]
+              for i, req in requests.items() if req.shots}
     return render(rows, summary(records, rows), thumbs, title=title, source=source)
 
 

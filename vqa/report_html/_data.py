@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ MAX_POINTS = 240
 # A defect's probability curve is drawn only where it reaches this somewhere in the video.
 PROB_SHOWN = 0.2
 HISTOGRAM_BIN = 5  # score points per histogram bar: 20 bars over 0..100
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def load_records(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -58,8 +60,12 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
-def _str(x: Any) -> str:
-    return x if isinstance(x, str) else "" if x is None else str(x)
+def display(x: Any) -> str:
+    """Text to show: a non-UTF-8 name's raw bytes (lone surrogates, as os.fsdecode and the JSON
+    output carry them) become a visible \\xNN, so no page ever holds a lone surrogate."""
+    text = x if isinstance(x, str) else "" if x is None else str(x)
+    return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if ord(m.group()) >= 0xDC80
+                          else "\ufffd", text)
 
 
 def _dict(x: Any) -> Mapping[str, Any]:
@@ -139,17 +145,17 @@ def row(index: int, record: Mapping[str, Any]) -> dict[str, Any]:
     category = record.get("category")
     return {
         "i": index,
-        "path": _str(record.get("path")),
+        "path": display(record.get("path")),
         "status": "ok" if ok else "error",
         "score": _num(record.get("score")) if ok else None,
         "category": category if category in CATEGORIES else None,
         "defects": defects_of(record),
         "duration_s": _num(video.get("duration_s")),
         "width": _num(video.get("width")), "height": _num(video.get("height")),
-        "fps": _num(video.get("fps")), "codec": _str(video.get("codec")),
-        "warnings": [_str(w) for w in _list(record.get("warnings"))],
-        "error_code": _str(error.get("code")) if error else "",
-        "error_message": _str(error.get("message")) if error else "",
+        "fps": _num(video.get("fps")), "codec": display(video.get("codec")),
+        "warnings": [display(w) for w in _list(record.get("warnings"))],
+        "error_code": display(error.get("code")) if error else "",
+        "error_message": display(error.get("message")) if error else "",
         "timeline": downsample(record.get("timeline")) if "timeline" in record else None,
     }
 

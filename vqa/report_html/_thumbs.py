@@ -189,4 +189,5 @@ def request_for(row: dict, record: dict) -> Request:
     video = record.get("video") if isinstance(record.get("video"), dict) else {}
     decoder = config.get("decoder") if config.get("decoder") in ("pyav", "opencv") else "pyav"
     fingerprint = video.get("fingerprint") if isinstance(video.get("fingerprint"), str) else ""
-    return Request(os.fsdecode(row["path"]), decoder, fingerprint, plan_shots(row))
+    path = record.get("path")  # as scored, with a non-UTF-8 name's bytes; the row's is for display
+    return Request(os.fsdecode(path if isinstance(path, str) else row["path"]), decoder, fingerprint, plan_shots(row))

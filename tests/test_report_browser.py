@@ -1,0 +1,145 @@
+"""Reports opened in a real browser (headless Chromium): every record has its row, timelines and
+the histogram are drawn, no console errors, hostile names are text. Screenshots go to
+test-artifacts/. Also: thumbnails through the hardened decoder, and a 10,000-record report."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from browser import ARTIFACTS, open_page, parse
+from click.testing import CliRunner
+from hostile import CASES as HOSTILE
+from hostile2 import CASES as HOSTILE2
+from synthetic_records import HOSTILE_NAME, synthetic_records
+
+from vqa import Scorer, cli
+from vqa.report import dumps
+from vqa.report_html import build_report, write_report
+from vqa.report_html._data import display
+from vqa.report_html._thumbs import Request, Shot, make_thumbnails
+
+pytestmark = pytest.mark.slow
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_videos"
+SLOW_HOSTILE = {"gif_huge_canvas"}  # 6 s alone; its record is like the other capped cases
+
+
+def _shown(path: str) -> str:
+    """A path as the page shows it: a non-UTF-8 byte (a lone surrogate) as \\xNN."""
+    return display(path)
+
+
+def _check_page(page, records):
+    assert page.console_errors == [], page.console
+    dom = parse(page.dom)
+    assert 'id="js-errors"></div>' in page.dom
+    assert sorted(dom.rows) == list(range(len(records)))  # every record has its row
+    assert dom.texts == [_shown(r["path"]) for r in records]
+    ok = [r for r in records if r["status"] == "ok"]
+    assert dom.count("svg.timeline") >= len(ok)
+    assert dom.count("polyline.score") == sum(bool(r.get("timeline")) for r in ok)
+    assert dom.count("svg.histogram") == 1 and dom.count("rect.bar") == 20
+    # The hostile name is text: no element came out of it, and its text is in a cell.
+    assert not any(tag == "img" and a.get("src") == "x" for tag, a in dom.attrs_seen)
+    return dom
+
+
+@pytest.fixture(scope="module")
+def hostile_results(tmp_path_factory):
+    """Every hostile fixture (tests/hostile.py, tests/hostile2.py) and a good clip with a
+    hostile name, scored with timelines, as a JSON Lines file."""
+    root = tmp_path_factory.mktemp("hostile-report")
+    paths = []
+    for name, (make, *_rest) in {**HOSTILE, **HOSTILE2}.items():
+        if name in SLOW_HOSTILE:
+            continue
+        folder = root / name
+        folder.mkdir()
+        paths.append(make(folder))
+    named = root / HOSTILE_NAME
+    shutil.copy(SAMPLES / "frozen_black_rocket.mp4", named)
+    paths.append(str(named))
+    with Scorer(workers=2, timeline=True, timeout_s=60) as scorer:
+        records = [r.to_dict() for r in scorer.score_many(paths)]
+    results = root / "results.jsonl"
+    results.write_text("".join(dumps(r) + "\n" for r in records), encoding="utf-8")
+    return results, records
+
+
+def test_hostile_fixtures_report_in_a_browser(hostile_results, tmp_path, validate_record):
+    results, records = hostile_results
+    for r in records:
+        validate_record(r)
+    assert sum(bool(r.get("timeline")) for r in records) >= 5
+    out = tmp_path / "hostile.html"
+    run = CliRunner().invoke(cli.cli, ["report", str(results), "-o", str(out), "--thumbnails", "100"])
+    assert run.exit_code == 0, run.output
+    page = open_page(out, screenshot=ARTIFACTS / "report-hostile.png")
+    dom = _check_page(page, records)
+    assert HOSTILE_NAME in dom.texts[[r["path"] for r in records].index(str(Path(results).parent / HOSTILE_NAME))]
+    assert dom.count("img") >= 3 and (ARTIFACTS / "report-hostile.png").stat().st_size > 10_000
+
+
+def test_score_report_one_step_in_a_browser(tmp_path):
+    clip = tmp_path / HOSTILE_NAME
+    shutil.copy(SAMPLES / "blurred_chelsea.mp4", clip)
+    out = tmp_path / "clip.html"
+    run = CliRunner().invoke(cli.cli, ["score", str(clip), "--report", str(out), "--workers", "0", "-q",
+                                       "-o", str(tmp_path / "r.jsonl")])
+    assert run.exit_code == 0, run.output
+    record = json.loads((tmp_path / "r.jsonl").read_text())
+    page = open_page(out, screenshot=ARTIFACTS / "report-one-clip.png")
+    dom = _check_page(page, [record])
+    # The worst frame and each defect segment's middle, decoded now.
+    assert dom.count("img") == 1 + len(record["defects"]) and dom.count("div.placeholder") == 0
+
+
+def test_thumbnails_placeholders_for_what_no_longer_decodes(tmp_path):
+    clip = tmp_path / "a.mp4"
+    shutil.copy(SAMPLES / "clean_coffee.mp4", clip)
+    fine = Request(str(clip), "pyav", "", [Shot("worst", 1.0, "w"), Shot("blur", 99.0, "past the end")])
+    gone = Request(str(tmp_path / "gone.mp4"), "pyav", "", [Shot("worst", 1.0, "w")])
+    changed = Request(str(clip), "pyav", "0" * 32, [Shot("worst", 1.0, "w")])
+    (tmp_path / "noise.mp4").write_bytes(os.urandom(4096))
+    broken = Request(str(tmp_path / "noise.mp4"), "opencv", "", [Shot("worst", 1.0, "w")])
+    ticks = []
+    make_thumbnails([fine, gone, changed, broken], progress=ticks.append)
+    assert ticks == [1, 1, 1, 1]
+    assert fine.shots[0].src.startswith("data:image/jpeg;base64,") and fine.shots[1].problem
+    assert gone.shots[0].problem.startswith("E_NOT_FOUND") and gone.shots[0].src is None
+    assert "changed" in changed.shots[0].problem
+    assert broken.shots[0].problem.startswith("E_NOT_VIDEO")
+
+
+def test_thumbnail_past_its_time_limit_is_a_placeholder(tmp_path):
+    clip = tmp_path / "a.mp4"
+    shutil.copy(SAMPLES / "clean_coffee.mp4", clip)
+    slow = Request(str(clip), "pyav", "", [Shot("worst", 1.0, "w")])
+    after = Request(str(clip), "pyav", "", [Shot("worst", 1.0, "w")])
+    make_thumbnails([slow], timeout_s=0.01)  # the helper cannot even start in that time
+    make_thumbnails([after])
+    assert slow.shots[0].problem.startswith("E_TIMEOUT") and after.shots[0].src
+
+
+def test_ten_thousand_records_open_in_a_few_seconds(tmp_path):
+    records = synthetic_records(10_000)
+    start = time.monotonic()
+    out = tmp_path / "10k.html"
+    write_report(records, out, thumbnails=0)
+    build_s = time.monotonic() - start
+    page = open_page(out, screenshot=ARTIFACTS / "report-10k.png")
+    assert page.console_errors == [], page.console
+    dom = parse(page.dom)
+    assert len(dom.rows) == 50 and "10000 of 10000 videos; page 1 of 200" in page.dom
+    render_ms = int(page.dom.split('data-render-ms="')[1].split('"')[0])
+    size_mb = out.stat().st_size / 1e6
+    (ARTIFACTS / "report-10k.txt").write_text(
+        f"10,000 records: built in {build_s:.1f} s, {size_mb:.1f} MB; browser run (start, load, script, "
+        f"DOM dump) {page.seconds:.1f} s; script {render_ms} ms\n")
+    assert render_ms < 3000 and page.seconds < 20 and size_mb < 30
+    # Every record is reachable: the whole table on one page (#all) has a row for each.
+    everything = open_page(out, fragment="#all", timeout=120)
+    assert sorted(parse(everything.dom).rows) == list(range(10_000))
