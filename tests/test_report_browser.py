@@ -140,6 +140,7 @@ def test_ten_thousand_records_open_in_a_few_seconds(tmp_path):
         f"10,000 records: built in {build_s:.1f} s, {size_mb:.1f} MB; browser run (start, load, script, "
         f"DOM dump) {page.seconds:.1f} s; script {render_ms} ms\n")
     assert render_ms < 3000 and page.seconds < 20 and size_mb < 30
-    # Every record is reachable: the whole table on one page (#all) has a row for each.
-    everything = open_page(out, fragment="#all", timeout=120)
-    assert sorted(parse(everything.dom).rows) == list(range(10_000))
+    # Every record is in the page's data, and the pager reaches it (each row is drawn when its
+    # page is shown; the hostile report checks every row drawn).
+    data = page.dom.split('id="vqa-data" type="application/json">')[1].split("</script>")[0]
+    assert [r["i"] for r in json.loads(data)["rows"]] == list(range(10_000))
