@@ -144,3 +144,14 @@ def test_ten_thousand_records_open_in_a_few_seconds(tmp_path):
     # page is shown; the hostile report checks every row drawn).
     data = page.dom.split('id="vqa-data" type="application/json">')[1].split("</script>")[0]
     assert [r["i"] for r in json.loads(data)["rows"]] == list(range(10_000))
+
+
+def test_timeline_changes_no_score_category_or_defect():
+    clip = str(SAMPLES / "frozen_black_rocket.mp4")
+    with Scorer(workers=0) as plain, Scorer(workers=0, timeline=True) as detailed:
+        a, b = plain.score(clip).to_dict(), detailed.score(clip).to_dict()
+    timeline = b.pop("timeline")
+    assert b.pop("config").pop("timeline") is True and a.pop("config") is not None
+    assert a == b and "timeline" not in a
+    assert len(timeline) == a["frames"]["sampled"] and any(p["frozen"] for p in timeline)
+    assert any(p["black"] for p in timeline)
