@@ -155,3 +155,21 @@ def test_timeline_changes_no_score_category_or_defect():
     assert a == b and "timeline" not in a
     assert len(timeline) == a["frames"]["sampled"] and any(p["frozen"] for p in timeline)
     assert any(p["black"] for p in timeline)
+
+
+def test_filter_sort_and_page_from_the_address(hostile_results, tmp_path):
+    _, records = hostile_results
+    out = tmp_path / "r.html"
+    write_report(records, out, thumbnails=0)
+    ok = [i for i, r in enumerate(records) if r["status"] == "ok"]
+    page = open_page(out, fragment="#status=ok&sort=-score")
+    assert page.console_errors == []
+    expected = sorted(ok, key=lambda i: (-records[i]["score"], i))
+    assert parse(page.dom).rows == expected
+    blur = open_page(out, fragment="#defect=blur&max=50")
+    assert parse(blur.dom).rows == [i for i in ok if records[i]["score"] <= 50
+                                    and any(d["type"] == "blur" for d in records[i]["defects"])]
+    big = tmp_path / "big.html"
+    write_report(synthetic_records(120, with_timeline=False), big, thumbnails=0)
+    third = open_page(big, fragment="#page=3")
+    assert parse(third.dom).rows == list(range(100, 120)) and "page 3 of 3" in third.dom

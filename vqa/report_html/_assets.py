@@ -41,7 +41,16 @@ var DATA=JSON.parse(document.getElementById('vqa-data').textContent);
 var ROWS=DATA.rows,COLORS=DATA.colors,PAGE=DATA.page_size;
 var SVGNS='http://www.w3.org/2000/svg';
 var state={sort:'i',dir:1,page:0,text:'',status:'',category:'',defect:'',min:'',max:''};
-if(location.hash==='#all')PAGE=ROWS.length||1;
+// The view is in the address: #status=error&defect=blur&sort=-score&page=2 (and #all: one page).
+var SORTS=['i','path','status','score','category','defects','duration_s','resolution','codec','message'];
+location.hash.slice(1).split('&').forEach(function(kv){var i=kv.indexOf('='),k=i<0?kv:kv.slice(0,i),v=i<0?'':decodeURIComponent(kv.slice(i+1));
+  if(k==='all')PAGE=ROWS.length||1;else if(k==='page')state.page=Math.max(0,(parseInt(v,10)||1)-1);
+  else if(k==='sort'){var d=v.charAt(0)==='-';v=d?v.slice(1):v;if(SORTS.indexOf(v)>=0){state.sort=v;state.dir=d?-1:1;}}
+  else if(['text','status','category','defect','min','max'].indexOf(k)>=0)state[k]=k==='text'?v.toLowerCase():v;});
+function remember(){var parts=[];['text','status','category','defect','min','max'].forEach(function(k){if(state[k]!=='')parts.push(k+'='+encodeURIComponent(state[k]));});
+  if(state.sort!=='i'||state.dir<0)parts.push('sort='+(state.dir<0?'-':'')+state.sort);if(state.page)parts.push('page='+(state.page+1));
+  if(PAGE===ROWS.length&&PAGE>DATA.page_size)parts.push('all');
+  try{history.replaceState(null,'',parts.length?'#'+parts.join('&'):location.pathname);}catch(e){}}
 function el(tag,attrs,text){var e=document.createElement(tag);if(attrs)for(var k in attrs)e.setAttribute(k,attrs[k]);if(text!=null)e.textContent=text;return e;}
 function sv(tag,attrs,parent){var e=document.createElementNS(SVGNS,tag);for(var k in attrs)e.setAttribute(k,attrs[k]);if(parent)parent.appendChild(e);return e;}
 function title(node,text){var t=document.createElementNS(SVGNS,'title');t.textContent=text;node.appendChild(t);}
@@ -116,10 +125,10 @@ function render(){
   document.getElementById('prev').disabled=state.page===0;document.getElementById('next').disabled=state.page>=pages-1;
   document.querySelectorAll('#videos th').forEach(function(th){th.removeAttribute('data-dir');if(th.dataset.key===state.sort)th.setAttribute('data-dir',state.dir>0?'asc':'desc');});
 }
-Object.keys(controls).forEach(function(k){var c=document.getElementById(controls[k]);c.addEventListener('input',function(){state[k]=k==='text'?c.value.toLowerCase():c.value;state.page=0;render();});});
-document.querySelectorAll('#videos th').forEach(function(th){th.addEventListener('click',function(){var k=th.dataset.key;state.dir=state.sort===k?-state.dir:1;state.sort=k;render();});});
-document.getElementById('prev').addEventListener('click',function(){state.page--;render();window.scrollTo(0,document.getElementById('controls').offsetTop);});
-document.getElementById('next').addEventListener('click',function(){state.page++;render();window.scrollTo(0,document.getElementById('controls').offsetTop);});
+Object.keys(controls).forEach(function(k){var c=document.getElementById(controls[k]);c.value=state[k];c.addEventListener('input',function(){state[k]=k==='text'?c.value.toLowerCase():c.value;state.page=0;render();remember();});});
+document.querySelectorAll('#videos th').forEach(function(th){th.addEventListener('click',function(){var k=th.dataset.key;state.dir=state.sort===k?-state.dir:1;state.sort=k;render();remember();});});
+document.getElementById('prev').addEventListener('click',function(){state.page--;render();remember();window.scrollTo(0,document.getElementById('controls').offsetTop);});
+document.getElementById('next').addEventListener('click',function(){state.page++;render();remember();window.scrollTo(0,document.getElementById('controls').offsetTop);});
 render();
 document.body.setAttribute('data-render-ms',Math.round(performance.now()-t0));
 document.body.setAttribute('data-ready','1');
