@@ -173,3 +173,37 @@ def test_filter_sort_and_page_from_the_address(hostile_results, tmp_path):
     write_report(synthetic_records(120, with_timeline=False), big, thumbnails=0)
     third = open_page(big, fragment="#page=3")
     assert parse(third.dom).rows == list(range(100, 120)) and "page 3 of 3" in third.dom
+
+
+def test_two_hour_every_frame_timeline_is_drawn_from_at_most_240_points(tmp_path):
+    record = synthetic_records(1, frames=2 * 3600 * 25)[0]
+    record["video"]["duration_s"] = 7200.0
+    for k, p in enumerate(record["timeline"]):
+        p["t_s"] = k / 25
+    out = tmp_path / "long.html"
+    write_report([record], out, thumbnails=0)
+    assert out.stat().st_size < 100_000  # 180,000 frames of timeline in the record
+    page = open_page(out, screenshot=ARTIFACTS / "report-2h-every-frame.png")
+    assert page.console_errors == []
+    line = page.dom.split('class="score" points="')[1].split('"')[0]
+    assert 100 < len(line.split()) <= 240 and 'class="score-range"' in page.dom
+
+
+def test_thumbnail_progress_bar_on_a_terminal(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    from vqa.cli_report import write_html
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    records = synthetic_records(3, with_timeline=False)
+    for r in records:
+        r["path"] = str(SAMPLES / "clean_coffee.mp4")
+        r["video"] = None if r["video"] is None else {**r["video"], "fingerprint": ""}
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    write_html(records, str(tmp_path / "r.html"), thumbnails=2, quiet=False, source="")
+    assert "thumbnails" in err.getvalue() and "2/2" in err.getvalue()
