@@ -198,13 +198,44 @@ def frozen_flags(frames: list[FrameResult], black: np.ndarray, plan: SamplePlan)
     return flags & ~black
 
 
+def _black(frames: list[FrameResult]) -> np.ndarray:
+    return np.array([f.stats.luma_mean <= BLACK_LUMA_MEAN and f.stats.luma_p98 <= BLACK_LUMA_P98
+                     for f in frames], bool)
+
+
+def timeline(frames: list[FrameResult], plan: SamplePlan) -> list[dict]:
+    """The per-sampled-frame data behind a record, in timeline order: what ``aggregate`` saw.
+
+    One dict per frame: ``t_s``, ``score`` (0..100, as the network gave it, before black frames
+    are left out), each model defect's probability under its type's name (0..1), and the
+    frame-statistic flags ``black`` and ``frozen`` (as the defects measure them). Numbers are
+    rounded (3 decimals, the score 2), so a frame costs about 150 bytes of JSON.
+
+    For example ``{"t_s": 0.545, "score": 77.31, "blur": 0.012, ..., "black": false,
+    "frozen": false}``.
+    """
+    if not frames:
+        return []
+    outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
+    scores = np.clip(outputs[:, 0], 0, 100)
+    probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
+    black = _black(frames)
+    frozen = frozen_flags(frames, black, plan)
+    out = []
+    for i, f in enumerate(frames):
+        point = {"t_s": round(float(f.pts_s), 3), "score": round(float(scores[i]), 2)}
+        point.update((kind, round(float(probs[i, k]), 3)) for k, kind in enumerate(MODEL_DEFECTS))
+        point["black"], point["frozen"] = bool(black[i]), bool(frozen[i])
+        out.append(point)
+    return out
+
+
 def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
               ) -> tuple[float, str, list[Defect]]:
     if not frames:
         raise ValueError("no frames to aggregate")
     outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
-    black = np.array([f.stats.luma_mean <= BLACK_LUMA_MEAN and f.stats.luma_p98 <= BLACK_LUMA_P98
-                      for f in frames])
+    black = _black(frames)
     scores = np.clip(outputs[:, 0], 0, 100)
     score = round(float(scores[~black].mean()), 1) if (~black).any() else 0.0
     probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))

@@ -18,6 +18,8 @@ from vqa.errors import OutputError, VQAError
 from vqa.inputs import expand_inputs
 from vqa.job import STORED, Outcome, run_job
 from vqa.jobstore import JobStore, default_db_path
+from vqa.cli_report import report as report_command
+from vqa.cli_report import report_collision, write_html
 from vqa.report import FORMATS, open_writer
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -172,8 +174,16 @@ class TimeoutType(click.ParamType):
               help="Folder holding the model files and manifest (default: the installed model).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for inference (default: the cores the workers leave, at least 1).")
+@click.option("--timeline", is_flag=True,
+              help="Add each video's per-frame data to its record: time, score, each defect's "
+                   "probability, black and frozen flags (larger records; see the README).")
+@click.option("--report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write an HTML report of this run to FILE (implies --timeline); see vqa report.")
+@click.option("--thumbnails", type=click.IntRange(min=0), default=50, show_default=True,
+              help="With --report: thumbnails for the N lowest-scoring videos (0: none).")
 def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
-          decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
+          decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads, timeline,
+          report, thumbnails):
     """Score each video in PATHS (files, or folders searched recursively).
 
     Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
@@ -190,14 +200,16 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
-               decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads)
+               decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads,
+               timeline or report is not None, report, thumbnails)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
 def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
-           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads):
+           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads,
+           timeline=False, report=None, thumbnails=0):
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
@@ -209,6 +221,8 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
     if db is None and to_file:
         db = default_db_path(output)
     collision = outputs.collision(output if to_file else None, db, inputs)
+    if collision is None and report is not None:
+        collision = report_collision(report, [output if to_file else None, db], inputs)
     if collision:  # before anything is written
         click.echo(f"error: E_USAGE: {collision}", err=True)
         sys.exit(EXIT_USAGE)
@@ -220,6 +234,9 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         options["timeout_s"] = timeout_s
     if worker_memory_mb is not None:
         options["worker_memory_mb"] = worker_memory_mb or None
+    if timeline:
+        options["timeline"] = True
+    collected = [] if report is not None else None
     with ExitStack() as stack:
         try:
             store = stack.enter_context(JobStore(db)) if db else None
@@ -231,7 +248,7 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
             sys.exit(EXIT_USAGE)
         config = dict(scorer.config) if isinstance(getattr(scorer, "config", None), dict) else {
             "sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
-            "precision": precision, "mode": mode}
+            "precision": precision, "mode": mode, **({"timeline": True} if timeline else {})}
         spec = getattr(scorer, "spec", None)
         model = spec.to_dict() if spec is not None else {}
         try:
@@ -249,6 +266,8 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
                 for outcome in run_job(scorer, inputs, model=model, config=config, store=store,
                                        retry_failed=retry_failed):
                     _guard_output(output, store, writer.write, outcome.record)
+                    if collected is not None:
+                        collected.append(outcome.record)
                     tally.add(outcome)
                     progress.update(1)
                     progress.set_postfix_str(tally.postfix(), refresh=False)
@@ -273,6 +292,12 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         progress.close()
         if not quiet:
             click.echo(tally.summary(), err=True)
+        if report is not None:
+            try:
+                write_html(collected, report, thumbnails=thumbnails, quiet=quiet, source="vqa score")
+            except OSError as e:
+                click.echo(f"error: E_OUTPUT: cannot write {report}: {e.strerror}", err=True)
+                sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
 
 
@@ -396,6 +421,9 @@ def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames,
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(json.dumps(result, indent=2) if as_json else vqa_bench.format_report(result))
+
+
+cli.add_command(report_command)
 
 
 def main(argv: list[str] | None = None) -> None:

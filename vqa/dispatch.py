@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .aggregate import FrameResult, FreezeChain, aggregate
+from .aggregate import timeline as frame_timeline
 from .batch import BatchRing
 from .decode import open_video
 from .errors import InputError, VQAError
@@ -54,6 +55,7 @@ class EngineOptions:
     decode_threads: int  # FFmpeg threads of an in-process decoder (workers=0)
     timeout_s: float | str | None
     worker_memory_mb: int | None
+    timeline: bool = False  # records carry their per-frame data (vqa.aggregate.timeline)
 
 
 class Engine:
@@ -106,7 +108,8 @@ def _score_into(record: VideoScore, path: str, options: EngineOptions, inference
             if len(views) == options.batch_size:
                 infer()
         infer()
-        conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings)
+        conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings,
+                 with_timeline=options.timeline)
 
 
 class LocalEngine(Engine):
@@ -454,7 +457,7 @@ class PoolEngine(Engine):
         frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
         try:
             conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors,
-                     video.reader_warnings)
+                     video.reader_warnings, with_timeline=self.o.timeline)
         except InputError as e:
             self._fail(video, e.code, e.message)
             return
@@ -471,7 +474,8 @@ class PoolEngine(Engine):
 # --- from frames to a record ---------------------------------------------------------------
 
 def conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, planned: SamplePlan,
-             info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str]) -> None:
+             info: VideoInfo, decoded: int, decode_errors: int, reader_warnings: list[str], *,
+             with_timeline: bool = False) -> None:
     """Fill a record from its frames in timeline order: counts, score, defects, warnings.
     ``plan`` is what the frames were read with, ``planned`` the plan the options made."""
     record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
@@ -480,6 +484,8 @@ def conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, pl
     record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s)
     last_run = sum(1 for f in frames if f.run == len(planned.runs) - 1)
     record.warnings = _warnings(record, planned, info, decode_errors, reader_warnings, last_run)
+    if with_timeline:
+        record.timeline = frame_timeline(frames, plan)
 
 
 def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warnings: list[str],

@@ -116,7 +116,8 @@ class Scorer:
                  frames: int | str = "default", batch_size: int | str = DEFAULT_BATCH_SIZE,
                  model_dir: str | os.PathLike | None = None, threads: int | None = None,
                  precision: str = "fp32", workers: int | None = None, mode: str = "throughput",
-                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto"):
+                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto",
+                 timeline: bool = False):
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
         _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers)
         check_limits(timeout_s, worker_memory_mb)
@@ -132,9 +133,15 @@ class Scorer:
         # workers is left out on purpose: results do not depend on it (tests hold them to that).
         self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
                        "precision": precision, "mode": mode}
+        # timeline=True adds each record's per-frame data (vqa.aggregate.timeline); it changes no
+        # score, but is in config (so in the job store's key) only when on.
+        self.timeline = bool(timeline)
+        if self.timeline:
+            self.config["timeline"] = True
         self._options = EngineOptions(decoder=decoder, frames=frames, batch_size=batch_size,
                                       workers=self.workers, decode_threads=budget.decode_threads,
-                                      timeout_s=self.timeout_s, worker_memory_mb=self.worker_memory_mb)
+                                      timeout_s=self.timeout_s, worker_memory_mb=self.worker_memory_mb,
+                                      timeline=self.timeline)
         self._lock = threading.Lock()
         self._closed = False
         self.inferencer = self._engine = None

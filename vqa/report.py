@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Mapping, TextIO
 
 from vqa.errors import UsageError
-from vqa.types import DEFECT_TYPES, VideoScore
+from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
 
 FORMATS = ("table", "json", "jsonl", "csv")
 from .aggregate import CATEGORIES
@@ -91,6 +91,18 @@ CONTRACT_SCHEMA: dict[str, Any] = {
                            "message": {"type": "string"}},
         }]},
         "warnings": {"type": "array", "items": {"type": "string"}},
+        # Only with --timeline (Scorer(timeline=True)): one point per sampled frame, in time order.
+        "timeline": {"type": "array", "items": {
+            "type": "object",
+            "required": ["t_s", "score", *MODEL_DEFECTS, "black", "frozen"],
+            "properties": {
+                "t_s": {"type": "number"},
+                "score": {"type": "number", "minimum": 0, "maximum": 100},
+                **{kind: {"type": "number", "minimum": 0, "maximum": 1} for kind in MODEL_DEFECTS},
+                "black": {"type": "boolean"},
+                "frozen": {"type": "boolean"},
+            },
+        }},
     },
     "if": {"properties": {"status": {"const": "ok"}}},
     "then": {

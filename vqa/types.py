@@ -99,8 +99,10 @@ class VideoScore:
         path: the video's path as given (a name that is not UTF-8 keeps its bytes as
             surrogate escapes; ``os.fsencode(path)`` gives them back).
         status: ``"ok"``, or ``"error"`` when the video could not be scored.
-        score: 0-100, the VMAF the video would get against its pristine source; None on error.
-        category: ``"excellent"``, ``"good"``, ``"fair"``, ``"poor"`` or ``"bad"``, from the score.
+        score: 0-100 to one decimal, the VMAF the video would get against its pristine source;
+            None on error.
+        category: ``"excellent"``, ``"good"``, ``"fair"``, ``"poor"`` or ``"bad"``, from the score,
+            capped when defects cover 20% or 50% of the timeline (``vqa.aggregate``).
         defects: ``Defect`` records (type, severity 0-1, start_s, end_s), in timeline order.
         video: the stream's metadata (``VideoInfo``); None when the file could not be opened.
         frames: counts: ``sampled`` (scored), ``decoded`` (decoded to reach them),
@@ -111,6 +113,8 @@ class VideoScore:
         sampling: the plan used: mode, frames requested, runs, run length.
         error: ``{"code", "message"}`` when status is "error", with a stable ``E_*`` code.
         warnings: ``W_*`` codes with a message each, e.g. ``W_TRUNCATED``, ``W_CORRUPT_FRAMES``.
+        timeline: per sampled frame (time, score, each defect's probability, black and frozen
+            flags), only when asked for (``Scorer(timeline=True)``); else None.
     """
 
     path: str
@@ -125,6 +129,7 @@ class VideoScore:
     sampling: dict[str, Any] = field(default_factory=dict)
     error: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
+    timeline: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -133,8 +138,9 @@ class VideoScore:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data: the output contract every format writes
-        (``vqa.report.CONTRACT_SCHEMA``). Scores round to 2 decimals, times to 3."""
-        return {
+        (``vqa.report.CONTRACT_SCHEMA``). Scores round to 2 decimals, times to 3; ``timeline``
+        is there only when it was asked for."""
+        d = {
             "path": self.path,
             "status": self.status,
             "score": None if self.score is None else round(self.score, 2),
@@ -148,3 +154,6 @@ class VideoScore:
             "error": self.error,
             "warnings": list(self.warnings),
         }
+        if self.timeline is not None:
+            d["timeline"] = [dict(p) for p in self.timeline]
+        return d
