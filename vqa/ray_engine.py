@@ -126,7 +126,7 @@ class RayScorer:
     """
 
     def __init__(self, *, address: str | None = None, actors_per_node: int = 1, hang_s: float = HANG_S,
-                 runtime_env: dict | None = None, **options):
+                 runtime_env: dict | None = None, node_class: type = NodeScorer, **options):
         from .limits import check_limits
         from .model import load_model_spec
         from .pipeline import AUTO_BATCH_SIZE, _check_options
@@ -149,7 +149,7 @@ class RayScorer:
         self._started_ray = False
         if not ray.is_initialized():
             self._connect(address, runtime_env)
-        self._remote = ray.remote(NodeScorer)
+        self._remote = ray.remote(node_class)  # NodeScorer; tools measure the driver with a fake
         self._actors: list[_Actor] = []
         self._pending: queue.SimpleQueue = queue.SimpleQueue()  # _Request, or a cancelled Future
         self._waiting: list[_Request] = []
