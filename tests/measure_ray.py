@@ -47,7 +47,7 @@ class FastNode(NodeScorer):
         with open(path, "rb") as f:
             fp = fingerprint(f.fileno(), st.st_size)
         return VideoScore(path=path, status="ok", score=50.0, category="fair", model=self.spec,
-                          config=dict(CONFIG), video=VideoInfo(width=64, height=48, fps=25.0, duration_s=1.0,
+                          config=dict(CONFIG), video=VideoInfo(width=64, height=48, fps=25.0, duration_s=1.0, frame_count=25,
                                                                codec="h264", size_bytes=st.st_size,
                                                                mtime_ns=st.st_mtime_ns, fingerprint=fp))
 

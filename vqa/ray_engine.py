@@ -154,6 +154,7 @@ class RayScorer:
         self._pending: queue.SimpleQueue = queue.SimpleQueue()  # _Request, or a cancelled Future
         self._waiting: list[_Request] = []
         self._by_future: dict[Future, tuple[_Actor, object]] = {}
+        self._owner: dict = {}  # a score call's ObjectRef -> its _Actor
         self._lock = threading.Lock()
         self._stop = False
         self._closed = False
@@ -259,7 +260,8 @@ class RayScorer:
             self._ray.kill(actor.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
-        for request in actor.inflight.values():
+        for ref, request in actor.inflight.items():
+            self._owner.pop(ref, None)
             self._by_future.pop(request.future, None)
             request.attempts += 1
             if request.attempts > RETRIES:
@@ -362,6 +364,7 @@ class RayScorer:
                 if where is not None:
                     actor, ref = where
                     actor.inflight.pop(ref, None)
+                    self._owner.pop(ref, None)
                     try:
                         self._ray.cancel(ref)
                     except Exception:  # noqa: BLE001 - already finished
@@ -392,11 +395,13 @@ class RayScorer:
             ref = actor.handle.score.remote(request.path, request.split)
             request.tried.add(id(actor))
             actor.inflight[ref] = request
+            self._owner[ref] = actor
             self._by_future[request.future] = (actor, ref)
 
     def _handle(self, ref) -> None:
-        actor = next((a for a in self._actors if ref in a.inflight or ref == a.ping_ref or ref == a.ready_ref), None)
-        if actor is None:
+        actor = self._owner.pop(ref, None) or next(
+            (a for a in self._actors if ref == a.ping_ref or ref == a.ready_ref), None)
+        if actor is None or actor.dead:
             return
         if ref == actor.ready_ref:
             self._on_ready(ref)
@@ -419,7 +424,9 @@ class RayScorer:
         if ref == actor.ping_ref:
             actor.ping_ref = None
             return
-        request = actor.inflight.pop(ref)
+        request = actor.inflight.pop(ref, None)
+        if request is None:
+            return
         self._by_future.pop(request.future, None)
         _resolve(request.future, self._name_node(value, actor))
 
