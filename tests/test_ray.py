@@ -51,6 +51,21 @@ def test_ray_is_not_imported_unless_asked_for():
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=REPO))
 
 
+def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
+    from types import SimpleNamespace
+
+    from vqa.ray_engine import RayScorer
+    from vqa.types import VideoScore
+
+    here = tmp_path / "a.mp4"
+    here.write_bytes(b"x")
+    actor = SimpleNamespace(info={"node": "node7 (10.0.0.7)"})
+    for path, named in ((str(here), True), (str(tmp_path / "gone.mp4"), False)):
+        record = VideoScore(path=path, status="error", error={"code": "E_NOT_FOUND", "message": "no such file"})
+        message = RayScorer._name_node(None, record, actor).error["message"]
+        assert ("on node node7 (10.0.0.7)" in message) is named, message
+
+
 # --- on a cluster --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

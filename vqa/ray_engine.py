@@ -26,7 +26,6 @@ Ray is imported only here, and only when a ``RayScorer`` is made (``engine="ray"
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import queue
@@ -174,8 +173,9 @@ class RayScorer:
 
     def _connect(self, address: str | None, runtime_env: dict | None) -> None:
         import vqa
-        from .threads import usable_cores
 
+        # None: RAY_ADDRESS, else a cluster `ray start` made on this machine, else a new local
+        # one (Ray counts its CPUs, cgroup quota included).
         address = address or os.environ.get("RAY_ADDRESS") or None
         if runtime_env is None:
             # The actors import the vqa the driver runs (a checkout, not only an installed copy).
@@ -185,8 +185,6 @@ class RayScorer:
         debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
                       logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
-        if address is None:
-            kwargs["num_cpus"] = usable_cores()
         self._ray.init(address=address, **kwargs)
         self._started_ray = True
 
