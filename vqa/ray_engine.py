@@ -185,7 +185,11 @@ class RayScorer:
         debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
                       logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
-        self._ray.init(address=address, **kwargs)
+        try:
+            self._ray.init(address=address, **kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise UsageError(f"cannot join the Ray cluster at {address or 'this machine'}: {str(e).rstrip('.')}; start one "
+                             "with `ray start --head`, or unset RAY_ADDRESS to start a local one") from None
         self._started_ray = True
 
     def _disconnect(self) -> None:
