@@ -188,7 +188,8 @@ class RayScorer:
         try:
             self._ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError, RuntimeError) as e:
-            raise UsageError(f"cannot join the Ray cluster at {address or 'this machine'}: {str(e).rstrip('.')}; start one "
+            reason = str(e).rstrip(".")
+            raise UsageError(f"cannot join the Ray cluster at {address or 'this machine'}: {reason}; start one "
                              "with `ray start --head`, or unset RAY_ADDRESS to start a local one") from None
         self._started_ray = True
 
