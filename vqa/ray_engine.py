@@ -214,8 +214,10 @@ class RayScorer:
             have = sum(1 for a in self._actors if a.node_id == node_id and not a.dead)
             cores = max(1, cpus // self.actors_per_node)
             for _ in range(self.actors_per_node - have):
+                # Pinned to its node: a node that leaves takes its actors with it, never moves them.
                 handle = self._remote.options(
-                    max_restarts=0, max_concurrency=1000, num_cpus=cores, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                    max_restarts=0, max_concurrency=1000, num_cpus=cores,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 ).remote(self._options, cores)
                 self._actors.append(_Actor(handle, node_id, cores, handle.describe.remote()))
 
