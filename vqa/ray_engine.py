@@ -44,6 +44,7 @@ HANG_S = 60.0  # an actor silent this long is killed and replaced
 START_S = 300.0  # the first actor must be ready by then (model load, workers spawned)
 RECONCILE_S = 2.0  # how often the live nodes are compared with the actors on them
 WAIT_S = 0.05  # the dispatcher wakes at least this often (a new request waits at most this)
+CLOSE_S = 10.0  # an actor's Scorer gets this long to close before the actor is killed
 RETRIES = 1  # an actor death costs a video this many retries, then E_WORKER_CRASH
 NODE_ERRORS = ("E_NOT_FOUND", "E_UNREADABLE")  # what a node that cannot see a path says
 
@@ -445,6 +446,14 @@ class RayScorer:
         return record
 
     def _shutdown_actors(self) -> None:
+        """Close each ready actor's Scorer (it unlinks its shared memory: Ray kills an actor's
+        children with it, multiprocessing's resource tracker included), then kill them all."""
+        closing = [a.handle.close.remote() for a in self._actors if a.info is not None]
+        if closing:
+            try:
+                self._ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)
+            except Exception:  # noqa: BLE001 - the cluster is going: kill what is left
+                pass
         for actor in self._actors:
             try:
                 self._ray.kill(actor.handle, no_restart=True)
