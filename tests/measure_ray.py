@@ -28,7 +28,7 @@ CONFIG = {"sampling": "default", "backend": "openvino", "batch_size": 4, "decode
 class FastNode(NodeScorer):
     """Answers every path with a record at once: an ok one for a file, else E_NOT_FOUND."""
 
-    def __init__(self, options, cores):
+    def __init__(self, options, cores, cwd=None):
         from vqa.model import load_model_spec
         self.spec = load_model_spec(options.get("model_dir")).to_dict()
         self.node = "fake"

@@ -133,6 +133,16 @@ def test_records_identical_to_the_local_engine(cluster, folder, tmp_path):
 
 
 @pytest.mark.slow
+def test_relative_paths_mean_what_they_mean_to_the_driver(cluster, folder, monkeypatch):
+    monkeypatch.chdir(folder.parent)
+    with ray_scorer() as remote:
+        assert {a["cwd"] for a in remote.actors()} == {str(folder.parent)}
+        records = job(remote, folder.name)
+    assert [r["path"] for r in records] == [os.path.join(folder.name, n) for n in sorted(os.listdir(folder))]
+    assert all(r["status"] == "ok" for r in records)
+
+
+@pytest.mark.slow
 def test_an_actor_killed_mid_job_costs_nothing(cluster, folder):
     with ray_scorer() as remote:
         wait_for(lambda: len(remote.actors()) == 2)

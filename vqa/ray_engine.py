@@ -62,10 +62,19 @@ def import_ray():
 class NodeScorer:
     """The actor: one ``Scorer`` sized to ``cores`` of its node. Made remote by ``RayScorer``."""
 
-    def __init__(self, options: dict, cores: int):
+    def __init__(self, options: dict, cores: int, cwd: str | None = None):
         from .pipeline import Scorer
         from .threads import plan_threads
 
+        # Relative paths mean what they mean to the driver (the same folders on every node),
+        # also for the decode workers the Scorer spawns from here.
+        self.cwd = None
+        if cwd is not None:
+            try:
+                os.chdir(cwd)
+                self.cwd = cwd
+            except OSError:
+                pass  # relative paths then fail here, with this node named
         options = dict(options)
         if options.get("workers") is None or options.get("threads") is None:
             budget = plan_threads(workers=options.get("workers"), inference_threads=options.get("threads"),
@@ -77,7 +86,7 @@ class NodeScorer:
 
     def describe(self) -> dict:
         import vqa
-        return {"node": self.node, "pid": os.getpid(), "workers": self.scorer.workers,
+        return {"node": self.node, "pid": os.getpid(), "cwd": self.cwd, "workers": self.scorer.workers,
                 "threads": self.scorer.threads, "spec": self.scorer.spec.to_dict(),
                 "config": dict(self.scorer.config), "vqa": vqa.__file__}
 
@@ -219,7 +228,7 @@ class RayScorer:
                 handle = self._remote.options(
                     max_restarts=0, max_concurrency=1000, num_cpus=cores,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                ).remote(self._options, cores)
+                ).remote(self._options, cores, os.getcwd())
                 self._actors.append(_Actor(handle, node_id, cores, handle.describe.remote()))
 
     def _wait_first_ready(self) -> None:
