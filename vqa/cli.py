@@ -43,9 +43,9 @@ def _debug() -> bool:
 
 
 def _make_scorer(**options):
-    # Imported here so `vqa --help` works without loading the model stack.
-    from vqa import Scorer
-    return Scorer(**options)
+    # Imported here so `vqa --help` works without loading the model stack (or Ray).
+    from vqa import open_scorer
+    return open_scorer(**options)
 
 
 class FramesType(click.ParamType):
@@ -181,9 +181,15 @@ class TimeoutType(click.ParamType):
               help="Also write an HTML report of this run to FILE (implies --timeline); see vqa report.")
 @click.option("--thumbnails", type=click.IntRange(min=0), default=50, show_default=True,
               help="With --report: thumbnails for the N lowest-scoring videos (0: none).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: this machine. ray: one actor per node of a Ray cluster (RAY_ADDRESS=auto "
+                   "joins the one `ray start` made; none: a local one is started), same records and "
+                   "job store; --workers and --threads are then per actor. Needs: pip install 'vqa[ray]'")
+@click.option("--actors-per-node", type=click.IntRange(min=1), default=None,
+              help="With --engine ray: actors on each node, sharing its CPUs (default 1).")
 def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
           decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads, timeline,
-          report, thumbnails):
+          report, thumbnails, engine, actors_per_node):
     """Score each video in PATHS (files, or folders searched recursively).
 
     Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
@@ -201,7 +207,7 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     try:
         _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
                decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads,
-               timeline or report is not None, report, thumbnails)
+               timeline or report is not None, report, thumbnails, engine, actors_per_node)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -209,7 +215,7 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
 
 def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,
            decoder, batch_size, mode, workers, timeout_s, worker_memory_mb, model_dir, threads,
-           timeline=False, report=None, thumbnails=0):
+           timeline=False, report=None, thumbnails=0, engine="local", actors_per_node=None):
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
@@ -234,6 +240,13 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         options["timeout_s"] = timeout_s
     if worker_memory_mb is not None:
         options["worker_memory_mb"] = worker_memory_mb or None
+    if engine != "local":
+        options["engine"] = engine
+    elif actors_per_node is not None:
+        click.echo("error: E_USAGE: --actors-per-node needs --engine ray", err=True)
+        sys.exit(EXIT_USAGE)
+    if actors_per_node is not None:
+        options["actors_per_node"] = actors_per_node
     if timeline:
         options["timeline"] = True
     collected = [] if report is not None else None

@@ -271,6 +271,22 @@ class Scorer:
         self.close()
 
 
+ENGINES = ("local", "ray")
+
+
+def open_scorer(*, engine: str = "local", **options):
+    """A ``Scorer`` (``engine="local"``: this machine), or a ``vqa.ray_engine.RayScorer``
+    (``engine="ray"``: actors on a Ray cluster, with the same records; it also takes
+    ``address`` and ``actors_per_node``). Either drives ``vqa.job.run_job``. Ray is imported
+    only for ``engine="ray"``; without it installed that is ``BackendUnavailable``."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if engine == "ray":
+        from .ray_engine import RayScorer
+        return RayScorer(**options)
+    return Scorer(**options)
+
+
 _defaults: dict[str, Scorer] = {}
 _defaults_lock = threading.Lock()
 

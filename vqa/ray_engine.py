@@ -1,0 +1,493 @@
+"""The same folder job on a Ray cluster: one actor per node, each holding a ``Scorer``.
+
+    driver: run_job -> RayScorer.submit -> [least-loaded actor] -> NodeScorer (Ray actor)
+                                                                  -> Scorer (vqa.pipeline), unchanged
+
+``RayScorer`` has the surface ``run_job`` drives (``submit(path, split) -> Future``, ``spec``,
+``config``, ``workers``, ``close``), so resume, ``--retry-failed``, ``--fail-fast``, progress
+and the summary are the local job's own code. Ray Core only (actors and tasks): no Ray Data.
+
+One dispatcher thread in the driver owns every Ray call:
+
+- it keeps ``actors_per_node`` actors on each live node with CPUs (a node that joins gets
+  its actors; one that leaves loses them), each sized to its share of the node's cores;
+- it hands each request to the least-loaded ready actor, at most ``window`` videos in flight
+  per actor (2 per decode worker, as the local engine admits);
+- an actor that dies (its process, or its node) costs its in-flight videos: each is retried
+  once on another actor, then gets ``E_WORKER_CRASH``; the actor is replaced while its node lives;
+- every ``PING_S`` it asks each actor for a ping; one that has not answered within
+  ``hang_s`` is killed and treated as dead. A video that hangs is the actor's own engine's
+  business (``--timeout``), as on one machine.
+
+A path that the driver can read but a node cannot (no shared filesystem there) gets the
+node's own ``E_NOT_FOUND``/``E_UNREADABLE`` with the node named in the message.
+
+Ray is imported only here, and only when a ``RayScorer`` is made (``engine="ray"``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from .errors import BackendUnavailable, UsageError, VQAError
+from .types import VideoScore
+
+RAY_EXTRA = "pip install 'vqa[ray]'"
+PING_S = 2.0  # how often each actor is asked for a ping
+HANG_S = 60.0  # an actor silent this long is killed and replaced
+START_S = 300.0  # the first actor must be ready by then (model load, workers spawned)
+RECONCILE_S = 2.0  # how often the live nodes are compared with the actors on them
+WAIT_S = 0.05  # the dispatcher wakes at least this often (a new request waits at most this)
+CLOSE_S = 10.0  # an actor's Scorer gets this long to close before the actor is killed
+RETRIES = 1  # an actor death costs a video this many retries, then E_WORKER_CRASH
+NODE_ERRORS = ("E_NOT_FOUND", "E_UNREADABLE")  # what a node that cannot see a path says
+
+
+def import_ray():
+    """``ray``, or BackendUnavailable naming the extra to install."""
+    try:
+        import ray
+    except ImportError as e:
+        raise BackendUnavailable(f"--engine ray needs Ray, which is not installed: {RAY_EXTRA} "
+                                 f"(import failed: {e})") from None
+    return ray
+
+
+class NodeScorer:
+    """The actor: one ``Scorer`` sized to ``cores`` of its node. Made remote by ``RayScorer``."""
+
+    def __init__(self, options: dict, cores: int, cwd: str | None = None):
+        from .pipeline import Scorer
+        from .threads import plan_threads
+
+        # Relative paths mean what they mean to the driver (the same folders on every node),
+        # also for the decode workers the Scorer spawns from here.
+        self.cwd = None
+        if cwd is not None:
+            try:
+                os.chdir(cwd)
+                self.cwd = cwd
+            except OSError:
+                pass  # relative paths then fail here, with this node named
+        options = dict(options)
+        if options.get("workers") is None or options.get("threads") is None:
+            budget = plan_threads(workers=options.get("workers"), inference_threads=options.get("threads"),
+                                  cores=cores)
+            options["workers"], options["threads"] = budget.workers, budget.inference_threads
+        self.scorer = Scorer(**options)
+        import ray
+        self.node = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
+
+    def describe(self) -> dict:
+        import vqa
+        return {"node": self.node, "pid": os.getpid(), "cwd": self.cwd, "workers": self.scorer.workers,
+                "threads": self.scorer.threads, "spec": self.scorer.spec.to_dict(),
+                "config": dict(self.scorer.config), "vqa": vqa.__file__}
+
+    async def score(self, path: str, split: bool) -> VideoScore:
+        import asyncio
+        return await asyncio.wrap_future(self.scorer.submit(path, split=split))
+
+    async def ping(self) -> float:
+        return time.time()
+
+    def close(self) -> None:
+        self.scorer.close()
+
+
+@dataclass(eq=False)
+class _Request:
+    path: str
+    split: bool
+    future: Future
+    attempts: int = 0  # actor deaths so far
+    tried: set = field(default_factory=set)  # actors it was sent to
+
+
+@dataclass(eq=False)
+class _Actor:
+    handle: object
+    node_id: str
+    cores: int
+    ready_ref: object  # describe(), until the actor is ready
+    info: dict | None = None
+    window: int = 2
+    inflight: dict = field(default_factory=dict)  # ObjectRef -> _Request
+    ping_ref: object = None
+    ping_sent: float = 0.0
+    dead: bool = False
+
+
+class RayScorer:
+    """A ``Scorer`` whose videos are scored by actors on a Ray cluster.
+
+    ``address``: the cluster (default: ``RAY_ADDRESS``; ``auto`` finds one started with
+    ``ray start`` on this machine; with neither, a local cluster is started and stopped with
+    this object). ``actors_per_node``: actors on each node, sharing its CPUs equally.
+    Other options are ``Scorer``'s and apply on every node; ``workers`` and ``threads``, when
+    given, are per actor, else each actor plans them from its share of the node's cores.
+    """
+
+    def __init__(self, *, address: str | None = None, actors_per_node: int = 1, hang_s: float = HANG_S,
+                 runtime_env: dict | None = None, node_class: type = NodeScorer, **options):
+        from .limits import check_limits
+        from .model import load_model_spec
+        from .pipeline import AUTO_BATCH_SIZE, _check_options
+
+        ray = self._ray = import_ray()
+        if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
+            raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
+        o = dict(backend="openvino", decoder="pyav", frames="default", batch_size="auto", precision="fp32",
+                 mode="throughput", workers=None, threads=None)
+        o.update(options)
+        _check_options(o["backend"], o["decoder"], o["frames"], o["batch_size"], o["threads"], o["precision"],
+                       o["mode"], o["workers"])  # refused here, before a cluster starts
+        check_limits(o.get("timeout_s", "auto"), o.get("worker_memory_mb", "auto"))
+        self.spec = load_model_spec(o.get("model_dir"))
+        batch_size = AUTO_BATCH_SIZE[o["mode"]] if o["batch_size"] == "auto" else o["batch_size"]
+        self.config = {"sampling": o["frames"], "backend": o["backend"], "batch_size": batch_size,
+                       "decoder": o["decoder"], "precision": o["precision"], "mode": o["mode"]}
+        if o.get("timeline"):  # as Scorer does: in config only when on
+            self.config["timeline"] = True
+        self._options = options
+        self.actors_per_node, self.hang_s = actors_per_node, hang_s
+        self._started_ray = False
+        if not ray.is_initialized():
+            self._connect(address, runtime_env)
+        self._remote = ray.remote(node_class)  # NodeScorer; tools measure the driver with a fake
+        self._actors: list[_Actor] = []
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()  # _Request, or a cancelled Future
+        self._waiting: list[_Request] = []
+        self._by_future: dict[Future, tuple[_Actor, object]] = {}
+        self._owner: dict = {}  # a score call's ObjectRef -> its _Actor
+        self._lock = threading.Lock()
+        self._stop = False
+        self._closed = False
+        self.broken: BaseException | None = None
+        self._last_reconcile = 0.0
+        try:
+            self._reconcile()
+            self._wait_first_ready()
+        except BaseException:
+            self._shutdown_actors()
+            self._disconnect()
+            raise
+        self._thread = threading.Thread(target=self._run, name="vqa-ray", daemon=True)
+        self._thread.start()
+
+    # -- connecting ----------------------------------------------------------------------
+
+    def _connect(self, address: str | None, runtime_env: dict | None) -> None:
+        import vqa
+
+        # None: RAY_ADDRESS, else a cluster `ray start` made on this machine, else a new local
+        # one (Ray counts its CPUs, cgroup quota included).
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if runtime_env is None:
+            # The actors import the vqa the driver runs (a checkout, not only an installed copy).
+            here = os.path.dirname(os.path.dirname(os.path.abspath(vqa.__file__)))
+            path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+            runtime_env = {"env_vars": {"PYTHONPATH": path}}
+        debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
+        kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
+                      logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
+        try:
+            self._ray.init(address=address, **kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            reason = str(e).rstrip(".")
+            raise UsageError(f"cannot join the Ray cluster at {address or 'this machine'}: {reason}; start one "
+                             "with `ray start --head`, or unset RAY_ADDRESS to start a local one") from None
+        self._started_ray = True
+
+    def _disconnect(self) -> None:
+        if self._started_ray:
+            self._started_ray = False
+            self._ray.shutdown()
+
+    # -- actors --------------------------------------------------------------------------
+
+    def _live_nodes(self) -> dict[str, int]:
+        return {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0)) for n in self._ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1}
+
+    def _reconcile(self) -> None:
+        """Start actors on live nodes that lack them."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self._last_reconcile = time.monotonic()
+        nodes = self._live_nodes()
+        for node_id, cpus in nodes.items():
+            have = sum(1 for a in self._actors if a.node_id == node_id and not a.dead)
+            cores = max(1, cpus // self.actors_per_node)
+            for _ in range(self.actors_per_node - have):
+                # Pinned to its node: a node that leaves takes its actors with it, never moves them.
+                handle = self._remote.options(
+                    max_restarts=0, max_concurrency=1000, num_cpus=cores,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                ).remote(self._options, cores, os.getcwd())
+                self._actors.append(_Actor(handle, node_id, cores, handle.describe.remote()))
+
+    def _wait_first_ready(self) -> None:
+        deadline = time.monotonic() + START_S
+        while not any(a.info for a in self._actors):
+            if time.monotonic() > deadline:
+                raise VQAError(f"no vqa actor was ready on the Ray cluster after {START_S:.0f} s")
+            refs = [a.ready_ref for a in self._actors if not a.dead and a.ready_ref is not None]
+            if not refs:
+                if not self._actors:
+                    raise UsageError("the Ray cluster has no node with a CPU to score on")
+                raise self._startup_error or VQAError("every vqa actor failed to start")
+            done, _ = self._ray.wait(refs, num_returns=1, timeout=WAIT_S)
+            for ref in done:
+                self._on_ready(ref)
+
+    _startup_error: BaseException | None = None
+
+    def _on_ready(self, ref) -> None:
+        actor = next(a for a in self._actors if a.ready_ref == ref)
+        actor.ready_ref = None
+        try:
+            info = self._ray.get(ref)
+        except Exception as e:  # noqa: BLE001 - a model or option error there, or the actor died
+            cause = _cause(e)
+            self._startup_error = cause if isinstance(cause, VQAError) else VQAError(
+                f"a vqa actor failed to start on node {actor.node_id[:12]}: {e}")
+            self._drop(actor)
+            if isinstance(cause, VQAError):  # the same error on every node: the job cannot run
+                raise cause from None
+            return
+        if info["spec"] != self.spec.to_dict() or info["config"] != self.config:
+            self._drop(actor)
+            raise UsageError(f"node {info['node']} has another model or vqa version ({info['vqa']}): "
+                             f"install the same vqa on every node")
+        actor.info, actor.window = info, max(2, 2 * info["workers"])
+
+    def _drop(self, actor: _Actor) -> None:
+        """Kill ``actor`` and take its in-flight videos back: each is retried once elsewhere."""
+        if actor.dead:
+            return
+        actor.dead = True
+        try:
+            self._ray.kill(actor.handle, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        for ref, request in actor.inflight.items():
+            self._owner.pop(ref, None)
+            self._by_future.pop(request.future, None)
+            request.attempts += 1
+            if request.attempts > RETRIES:
+                where = actor.info["node"] if actor.info else actor.node_id[:12]
+                _resolve(request.future, self._crash_record(request.path, where))
+            else:
+                self._waiting.insert(0, request)
+        actor.inflight.clear()
+        self._actors.remove(actor)
+
+    def _crash_record(self, path: str, node: str) -> VideoScore:
+        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config),
+                          error={"code": "E_WORKER_CRASH",
+                                 "message": f"the vqa actor scoring it died twice (last on node {node})"})
+
+    @property
+    def workers(self) -> int:
+        """Decode workers over every ready actor (``run_job`` sizes its look-ahead by it)."""
+        return sum(a.info["workers"] for a in self._actors if a.info) or 1
+
+    def actors(self) -> list[dict]:
+        """The ready actors: node, pid, workers, threads (for tools and tests)."""
+        return [dict(a.info, node_id=a.node_id) for a in list(self._actors) if a.info]
+
+    # -- any thread ----------------------------------------------------------------------
+
+    def submit(self, path, split: bool = False) -> Future:
+        from .pipeline import _path
+
+        path = path if isinstance(path, str) else _path(path)
+        future: Future = Future()
+        with self._lock:
+            if self._closed or self.broken is not None:
+                raise RuntimeError("this Scorer is closed" if self._closed else f"the Ray engine failed: {self.broken}")
+            self._pending.put(_Request(path, split, future))
+        future.add_done_callback(lambda f: f.cancelled() and self._pending.put(f))
+        return future
+
+    def score(self, path) -> VideoScore:
+        return self.submit(path, split=True).result()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop = True
+        self._thread.join()
+        try:
+            self._shutdown_actors()
+        finally:
+            self._disconnect()
+
+    def __enter__(self) -> RayScorer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the dispatcher thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop:
+                self._take()
+                if time.monotonic() - self._last_reconcile > RECONCILE_S:
+                    self._reconcile()
+                self._ping()
+                self._assign()
+                refs = [r for a in self._actors for r in (*a.inflight, a.ping_ref, a.ready_ref) if r is not None]
+                if not refs:
+                    time.sleep(WAIT_S / 4)
+                    continue
+                done, rest = self._ray.wait(refs, num_returns=1, timeout=WAIT_S, fetch_local=False)
+                if done and rest:  # and whatever else is done by now
+                    done += self._ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=False)[0]
+                for ref in done:
+                    self._handle(ref)
+        except BaseException as e:  # noqa: BLE001 - every caller hears of it
+            self.broken = e
+        finally:
+            self._take()
+            for request in self._waiting:
+                _fail(request.future, self.broken)
+            for actor in self._actors:
+                for request in actor.inflight.values():
+                    _fail(request.future, self.broken)
+
+    def _take(self) -> None:
+        while True:
+            try:
+                item = self._pending.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Request):
+                if not item.future.cancelled():
+                    self._waiting.append(item)
+            else:  # a cancelled future: stop its task
+                where = self._by_future.pop(item, None)
+                if where is not None:
+                    actor, ref = where
+                    actor.inflight.pop(ref, None)
+                    self._owner.pop(ref, None)
+                    try:
+                        self._ray.cancel(ref)
+                    except Exception:  # noqa: BLE001 - already finished
+                        pass
+
+    def _ping(self) -> None:
+        now = time.monotonic()
+        for actor in list(self._actors):
+            if actor.info is None:
+                continue
+            if actor.ping_ref is not None and now - actor.ping_sent > self.hang_s:
+                self._drop(actor)  # it stopped answering: killed, its videos go elsewhere
+            elif actor.ping_ref is None and now - actor.ping_sent > PING_S:
+                actor.ping_ref, actor.ping_sent = actor.handle.ping.remote(), now
+
+    def _assign(self) -> None:
+        while self._waiting:
+            request = self._waiting[0]
+            if request.future.cancelled():
+                self._waiting.pop(0)
+                continue
+            ready = [a for a in self._actors if a.info and len(a.inflight) < a.window]
+            if not ready:
+                return
+            fresh = [a for a in ready if id(a) not in request.tried] or ready  # a retry goes elsewhere
+            actor = min(fresh, key=lambda a: len(a.inflight) / a.window)
+            self._waiting.pop(0)
+            ref = actor.handle.score.remote(request.path, request.split)
+            request.tried.add(id(actor))
+            actor.inflight[ref] = request
+            self._owner[ref] = actor
+            self._by_future[request.future] = (actor, ref)
+
+    def _handle(self, ref) -> None:
+        actor = self._owner.pop(ref, None) or next(
+            (a for a in self._actors if ref == a.ping_ref or ref == a.ready_ref), None)
+        if actor is None or actor.dead:
+            return
+        if ref == actor.ready_ref:
+            self._on_ready(ref)
+            return
+        try:
+            value = self._ray.get(ref)
+        except self._ray.exceptions.TaskCancelledError:
+            actor.inflight.pop(ref, None)
+            return
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.WorkerCrashedError,
+                self._ray.exceptions.ObjectLostError):
+            self._drop(actor)  # the actor or its node died
+            return
+        except Exception as e:  # noqa: BLE001 - a fault in the actor's code: the caller hears of it
+            request = actor.inflight.pop(ref, None)
+            if request is not None:
+                self._by_future.pop(request.future, None)
+                _fail(request.future, _cause(e))
+            return
+        if ref == actor.ping_ref:
+            actor.ping_ref = None
+            return
+        request = actor.inflight.pop(ref, None)
+        if request is None:
+            return
+        self._by_future.pop(request.future, None)
+        _resolve(request.future, self._name_node(value, actor))
+
+    def _name_node(self, record: VideoScore, actor: _Actor) -> VideoScore:
+        """A path this driver can read but the node says it cannot: name the node."""
+        if record.status == "error" and record.error and record.error.get("code") in NODE_ERRORS:
+            if os.access(record.path, os.R_OK):
+                record.error = dict(record.error, message=(
+                    f"{record.error['message']} (on node {actor.info['node']}; the driver can read it: "
+                    f"every node must see the same files, e.g. through a shared filesystem)"))
+        return record
+
+    def _shutdown_actors(self) -> None:
+        """Close each ready actor's Scorer (it unlinks its shared memory: Ray kills an actor's
+        children with it, multiprocessing's resource tracker included), then kill them all."""
+        closing = [a.handle.close.remote() for a in self._actors if a.info is not None]
+        if closing:
+            try:
+                self._ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)
+            except Exception:  # noqa: BLE001 - the cluster is going: kill what is left
+                pass
+        for actor in self._actors:
+            try:
+                self._ray.kill(actor.handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._actors.clear()
+
+
+def _cause(e: BaseException) -> BaseException:
+    """The exception raised in the actor, where Ray wrapped it."""
+    cause = getattr(e, "cause", None)
+    return cause if isinstance(cause, BaseException) else e
+
+
+def _resolve(future: Future, record: VideoScore) -> None:
+    if future.set_running_or_notify_cancel():
+        future.set_result(record)
+
+
+def _fail(future: Future, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.cancel()
+    elif future.set_running_or_notify_cancel():
+        future.set_exception(error)
