@@ -96,7 +96,7 @@ def main() -> None:
     def found(kind: str) -> np.ndarray:
         return np.array([kind in {d.type for d in original(*x)[2]} for x in inputs])
 
-    chosen, report = {}, {}
+    report = {}
     saved = dict(agg.DEFECT_PROBABILITY), agg.DARK_LUMA_P98
     for kind in HEADS:
         col = labels[:, MODEL_DEFECTS.index(kind)]
@@ -109,8 +109,7 @@ def main() -> None:
                 key = (round(score, 4), -abs(t - 0.5), p98 is None)
                 if best is None or key > best[0]:
                     best = (key, float(t), p98, score)
-        agg.DEFECT_PROBABILITY[kind], agg.DARK_LUMA_P98 = saved[0][kind], saved[1]
-        agg.DEFECT_PROBABILITY[kind] = saved[0][kind]
+        agg.DARK_LUMA_P98 = saved[1]
         report[kind] = {"threshold": best[1], "f1": best[3], "positives": int((col == 1).sum()),
                         "negatives": int((col == 0).sum())}
         agg.DEFECT_PROBABILITY[kind] = 0.5
@@ -118,7 +117,6 @@ def main() -> None:
         agg.DEFECT_PROBABILITY[kind] = saved[0][kind]
         if kind == "dark":
             report[kind]["luma_p98_bound"] = best[2]
-        chosen[kind] = best[1]
     out = {"clips": len(inputs), "chosen": report}
     print(json.dumps(out, indent=1))
     if a.out:

@@ -61,16 +61,6 @@ def load_content(root: Path, split: str) -> list[dict]:
     return [e for e in json.loads((root / "content.json").read_text()) if e["split"] == split]
 
 
-def _source_size(entry: dict, root: Path) -> tuple[int, int]:
-    if entry["kind"] == "still":
-        h, w = cv2.imread(str(root / entry["file"])).shape[:2]
-        return w, h
-    import av
-    with av.open(str(root / entry["file"])) as c:
-        s = c.streams.video[0]
-        return s.width, s.height
-
-
 def draw_reference(rng: np.random.Generator, sizes: list[tuple[int, int, str]], seed: int, *,
                    frames: int = FRAMES) -> dict:
     """The clean clip: source, display size, reference properties."""

@@ -43,8 +43,8 @@ def _even(x: float) -> int:
     return max(2, int(round(x / 2)) * 2)
 
 
-def plan_size(src_w: int, src_h: int, rng: np.random.Generator, *, high_res: float = 0.35,
-              max_short: int = 2160) -> tuple[int, int, float]:
+def plan_size(src_w: int, src_h: int, rng: np.random.Generator, *, high_res: float = 0.35
+              ) -> tuple[int, int, float]:
     """(width, height, crop_short): a display size for a source, and the source pixels its short
     side covers. The working-scale picture is never larger than the crop it comes from."""
     for _ in range(8):  # an aspect that leaves the source a view-sized crop (portrait on a small
@@ -54,9 +54,8 @@ def plan_size(src_w: int, src_h: int, rng: np.random.Generator, *, high_res: flo
         if min(cw, ch) >= MIN_SHORT:
             break
     crop_short = min(cw, ch)
-    highs = [(s, p) for s, p in HIGH_RES if s <= max_short]
-    if crop_short >= WORK_SHORT_SIDE and highs and rng.random() < high_res:
-        short = _pick(rng, highs)
+    if crop_short >= WORK_SHORT_SIDE and rng.random() < high_res:
+        short = _pick(rng, HIGH_RES)
         crop_short = rng.uniform(WORK_SHORT_SIDE, crop_short)
     else:
         top = min(crop_short, WORK_SHORT_SIDE)

@@ -8,6 +8,7 @@ record, so a test can Ctrl-C or SIGKILL it in the middle of a job.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -99,6 +100,15 @@ def _child(paths: list[str]) -> None:
         for record in scorer.score_many(paths):
             print("RECORD", record.status, record.score, flush=True)
     print("CLOSED", flush=True)
+
+def stored(out) -> dict[bytes, float]:
+    """The job store next to output ``out``: path -> scored_at (empty when there is none)."""
+    from vqa.jobstore import default_db_path
+    db = default_db_path(str(out))
+    if not os.path.exists(db):
+        return {}
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT path, scored_at FROM results"))
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
+from engine_helpers import stored
 from click.testing import CliRunner
 from clips import textured_frames, write_clip
 from hostile import CASES
@@ -24,7 +24,6 @@ import vqa.cli
 from vqa.errors import BackendUnavailable
 from vqa.inputs import expand_inputs
 from vqa.job import run_job
-from vqa.jobstore import default_db_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(vqa.cli.__file__)))
 HOSTILE = ("zero_bytes", "random_bytes", "truncated_with_index", "audio_only", "huge_resolution",
@@ -177,13 +176,6 @@ def test_a_node_removed_mid_job_costs_nothing(cluster, folder):
     assert [os.path.basename(r["path"]) for r in records] == sorted(os.listdir(folder))
     assert all(r["status"] == "ok" for r in records)
 
-
-def stored(out) -> dict[bytes, float]:
-    db = default_db_path(str(out))
-    if not os.path.exists(db):
-        return {}
-    with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT path, scored_at FROM results"))
 
 
 @pytest.mark.slow

@@ -10,14 +10,13 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
+from engine_helpers import stored
 
-from vqa.jobstore import default_db_path
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +30,6 @@ def start(folder, out) -> subprocess.Popen:
                              "--workers", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-
-def stored(out) -> dict[bytes, float]:
-    db = default_db_path(str(out))
-    if not os.path.exists(db):
-        return {}
-    with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT path, scored_at FROM results"))
 
 
 def test_kill_9_at_random_points_then_resume(make_clip, tmp_path):
