@@ -10,13 +10,17 @@ Policy, in one place:
 - The score is reported to one decimal, and the category follows the reported score, so
   the two never disagree (79.96 is 80.0 and "excellent").
 - category: CATEGORY_THRESHOLDS on the score, then capped by how much of the video the
-  defects cover (CATEGORY_CAPS): a picture can be fine while a third of the clip is frozen,
-  black or dark, and such a clip is not "excellent". Coverage is the share of the timeline
-  inside at least one defect segment of any type (overlaps counted once).
+  defects the score does not see cover (SCORE_BLIND, CATEGORY_CAPS): a picture can be fine
+  while a third of the clip is frozen, black or dark, and such a clip is not "excellent"; a
+  clip dark, overexposed or frozen from start to end is at most "poor", and one black
+  throughout is "bad". Coverage is the share of the timeline inside at least one such
+  segment (overlaps counted once). Blur, noise, compression and low resolution already
+  lower the score, so they do not cap it a second time.
 - defects: a sampled frame stands for the stretch of the timeline up to the next sampled
   frame (or its run's span end); consecutive flagged frames merge into one segment; a
   segment needs MIN_SEGMENT_FRAMES frames, so a single odd frame reports nothing. Segments
-  of one type that touch or overlap are merged, and none has zero width.
+  of one type less than MERGE_GAP_S apart are one stretch to a reader and are merged, and
+  none has zero width.
 """
 from __future__ import annotations
 
@@ -30,8 +34,14 @@ from .types import MODEL_DEFECTS, Defect, SamplePlan
 # Lower bounds of each category, highest first; below the last one is "bad".
 CATEGORY_THRESHOLDS = ((80.0, "excellent"), (60.0, "good"), (40.0, "fair"), (20.0, "poor"))
 CATEGORIES = tuple(name for _, name in CATEGORY_THRESHOLDS) + ("bad",)
-# (share of the timeline covered by defects, best category allowed), strictest last.
-CATEGORY_CAPS = ((0.2, "good"), (0.5, "fair"))
+# Defects the score does not measure (exposure is left out of it by design, frozen frames are
+# scored as the pictures they are, black frames are left out): they cap the category instead.
+SCORE_BLIND = ("dark", "overexposed", "frozen", "black")
+# (share of the timeline they cover, best category allowed), strictest last. 0.9 is "from
+# start to end" with room for a first or last sampled frame that escapes the flag.
+CATEGORY_CAPS = ((0.2, "good"), (0.5, "fair"), (0.9, "poor"))
+BLACK_THROUGHOUT = 0.9  # a video black over this share of its timeline is "bad"
+MERGE_GAP_S = 1.0  # segments of one type closer than this are one stretch
 # A model defect is flagged on a frame at this probability, per type. Chosen on validation
 # content by scripts/calibrate.py (the F1-best threshold of each head); see models/README.md.
 # (compression's label needs VMAF and is not calibrated there: it keeps 0.5).
@@ -67,11 +77,15 @@ class FrameResult:
     stats: FrameStats
 
 
-def category(score: float, coverage: float = 0.0) -> str:
-    """The category of a reported score, capped by the defects' share of the timeline."""
+def category(score: float, coverage: float = 0.0, black: float = 0.0) -> str:
+    """The category of a reported score, capped by the share of the timeline that score-blind
+    defects cover (``coverage``) and that black covers (``black``)."""
     name = next((name for bound, name in CATEGORY_THRESHOLDS if score >= bound), "bad")
-    for share, cap in CATEGORY_CAPS:
-        if coverage >= share and CATEGORIES.index(name) < CATEGORIES.index(cap):
+    caps = [cap for share, cap in CATEGORY_CAPS if coverage >= share]
+    if black >= BLACK_THROUGHOUT:
+        caps.append("bad")
+    for cap in caps:
+        if CATEGORIES.index(name) < CATEGORIES.index(cap):
             name = cap
     return name
 
@@ -89,14 +103,15 @@ def coverage(defects: list[Defect], duration_s: float) -> float:
     return min(1.0, covered / duration_s)
 
 
-def _tidy(defects: list[Defect], min_width_s: float) -> list[Defect]:
-    """Merge segments of one type that touch or overlap; give a zero-width one a frame's width."""
+def _tidy(defects: list[Defect], min_width_s: float, gap_s: float = 0.0) -> list[Defect]:
+    """Merge segments of one type that overlap or lie at most ``gap_s`` apart; give a
+    zero-width one a frame's width."""
     out: list[Defect] = []
     for d in sorted(defects, key=lambda d: (d.type, d.start_s)):
         if d.end_s <= d.start_s:
             d = Defect(d.type, d.severity, d.start_s, d.start_s + min_width_s)
         last = out[-1] if out else None
-        if last is not None and last.type == d.type and d.start_s <= last.end_s + 1e-6:
+        if last is not None and last.type == d.type and d.start_s <= last.end_s + gap_s + 1e-6:
             a, b = last.end_s - last.start_s, d.end_s - d.start_s
             severity = (last.severity * a + d.severity * b) / (a + b) if a + b > 0 else max(last.severity, d.severity)
             out[-1] = Defect(d.type, severity, last.start_s, max(last.end_s, d.end_s))
@@ -254,6 +269,8 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(MIN_FROZEN_FRAMES, len(frames)))
     defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
     widths = [b - a for a, b in spans if b > a]
-    defects = _tidy(defects, min(widths) if widths else 1e-3)
+    defects = _tidy(defects, min(widths) if widths else 1e-3, MERGE_GAP_S)
     defects.sort(key=lambda d: (d.start_s, d.type))
-    return score, category(score, coverage(defects, duration_s)), defects
+    blind = coverage([d for d in defects if d.type in SCORE_BLIND], duration_s)
+    black_share = coverage([d for d in defects if d.type == "black"], duration_s)
+    return score, category(score, blind, black_share), defects
