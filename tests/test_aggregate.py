@@ -158,6 +158,7 @@ def test_dark_bound_on_highlights_when_set(monkeypatch):
     # A night scene: dark mean, bright highlights. Flagged with no bound, not under a bound of 150.
     st = [stats(luma=40.0, p98=230.0, thumb_seed=i) for i in range(4)]
     rows = [outputs(dark=LOUD)] * 4
+    monkeypatch.setattr("vqa.aggregate.DARK_LUMA_P98", None)
     _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
     assert of_type(defects, "dark")
     monkeypatch.setattr("vqa.aggregate.DARK_LUMA_P98", 150.0)

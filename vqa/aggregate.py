@@ -43,10 +43,11 @@ CATEGORY_CAPS = ((0.2, "good"), (0.5, "fair"), (0.9, "poor"))
 BLACK_THROUGHOUT = 0.9  # a video black over this share of its timeline is "bad"
 MERGE_GAP_S = 1.0  # segments of one type closer than this are one stretch
 # A model defect is flagged on a frame at this probability, per type. Chosen on validation
-# content by scripts/calibrate.py (the F1-best threshold of each head); see models/README.md.
-# (compression's label needs VMAF and is not calibrated there: it keeps 0.5).
-DEFECT_PROBABILITY = {"blur": 0.5, "noise": 0.55, "compression": 0.5, "low_resolution": 0.4, "dark": 0.65,
-                      "overexposed": 0.5}
+# content by scripts/calibrate.py for model 3.0.0 (models/calibration.json: the F1-best
+# threshold of each head); see models/README.md. Compression's label needs VMAF and is not
+# calibrated there: it keeps 0.5.
+DEFECT_PROBABILITY = {"blur": 0.65, "noise": 0.75, "compression": 0.5, "low_resolution": 0.3, "dark": 0.4,
+                      "overexposed": 0.4}
 MIN_SEGMENT_FRAMES = 2
 BLACK_LUMA_MEAN = 8.0  # 0..255 full-range luma: limited-range black decodes to about 0
 BLACK_LUMA_P98 = 20.0  # and almost nothing brighter: an underexposed or night scene is not black
@@ -61,10 +62,9 @@ MIN_FROZEN_FRAMES = 3  # 3 identical frames in a row; pairs come from frame-rate
 # training positive met these bounds by construction (see scripts/make_dataset.py); they
 # stop the heads firing on well-exposed content unlike anything in training.
 DARK_LUMA_MEAN = 70.0
-# An underexposure dims the highlights too (training positives: gain <= 0.55, so a 98th
-# percentile near 140 at most); a night scene keeps them. None: no bound, which is what
-# scripts/calibrate.py found best on validation content (bounds 140-220 did not raise dark's F1).
-DARK_LUMA_P98: float | None = None
+# An underexposure dims the highlights too (training positives: gain <= 0.55); a night scene
+# keeps some. scripts/calibrate.py chose 220 for model 3.0.0 on validation content (None: no bound).
+DARK_LUMA_P98: float | None = 220.0
 OVER_LUMA_P98 = 240.0
 OVER_LUMA_MEAN = 170.0
 
