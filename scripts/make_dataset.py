@@ -1,14 +1,19 @@
 """Generate the labelled training, validation and test sets.
 
-Each clip: one pristine source (a still, a real clip, or drawn graphics) rendered into a short
-moving clip at a display resolution from 240p to 2160p, a reference that may carry what a
-camera's normal output has (shallow depth of field, grain, a night scene's tone), a random mix
-of distortions, an encode with one of five codecs, a decode, and VMAF labels from vmaf-torch
-on every frame, all at the working scale the network judges frames at:
+Each clip: one pristine source (a still, a real clip, drawn graphics, or a PolyU noisy/clean
+pair) rendered into a short moving clip at a display resolution from 240p to 2160p, a
+reference that may carry what a camera's normal output has (shallow depth of field, grain, a
+night scene's or a high-key scene's tone), a random mix of distortions (synthetic ones and a
+camera's: shake, focus errors, phone smearing, real sensor noise), an encode with one of five
+codecs, a decode, and VMAF labels from vmaf-torch on every frame, all at the working scale the
+network judges frames at:
 
 - ``vmaf``: the distorted clip against its reference with the same exposure applied.
   Exposure is deliberately left out of the score (VMAF collapses on a darkened clip although
   a night scene is not a bad video); dark and overexposed are reported as defects instead.
+  ``vmaf_pristine`` (exposure clips): against the reference as shot.
+- ``target`` (what the score head learns): ``vmaf`` less the noise penalty (NOISE_PENALTY_MAX),
+  from ``sigma_eff``, the noise that survived the codec.
 - ``vmaf_codec``: the decoded clip against what went into the encoder, i.e. the damage the
   codec alone did; it decides the ``compression`` defect label.
 
@@ -16,9 +21,11 @@ Distortion strengths are drawn at the working scale (a blur of sigma 2 means 2 w
 pixels, 8 native pixels at 2160p), so a label means the same thing at every resolution.
 Defect labels are 1, 0, or masked (-1) where the applied strength is too mild to call.
 Content comes from scripts/content.py's split: train, val and test never share a source.
+A set is a function of its clip count and seed (H.264 encodes aside: not bit-exact between
+machines), never of a deadline.
 
-    python scripts/make_dataset.py --content .device/content --out data/ --train 3000 --val 300
-    python scripts/make_dataset.py --content .device/content --out data/ --test-ladders 40 --test 200
+    python scripts/make_dataset.py --content .device/p_tv --out data/ --train 3240 --val 400
+    python scripts/make_dataset.py --content .device/p_test --out data/ --test-ladders 30 --test 200
 """
 from __future__ import annotations
 
