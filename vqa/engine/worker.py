@@ -183,8 +183,9 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
                 raise
             except Exception as e:  # a decoder fault on one file must not take the worker down
                 if out_of_memory(e):
+                    limit = memory_mb or "no limit"
                     error = (ErrorCode.E_MEMORY_LIMIT, f"the decode worker ran out of memory on it "
-                                               f"(worker_memory_mb={memory_mb or 'no limit'}): {type(e).__name__}")
+                                                       f"(worker_memory_mb={limit}): {type(e).__name__}")
                 elif isinstance(e, VQAError):
                     error = (e.code, e.message)
                 else:
