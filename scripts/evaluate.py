@@ -103,20 +103,7 @@ def test_metrics(clips: list[dict], records: list) -> dict:
     return out
 
 
-def use_thresholds(path: Path | None) -> None:
-    """The decision thresholds calibrate.py chose, applied the way the shipped rules read them."""
-    if path is None:
-        return
-    from vqa import aggregate as agg
-    for kind, row in json.loads(path.read_text())["chosen"].items():
-        agg.DEFECT_PROBABILITY[kind] = row["threshold"]
-        if "luma_p98_bound" in row:
-            agg.DARK_LUMA_P98 = row["luma_p98_bound"]
-    print("thresholds", agg.DEFECT_PROBABILITY, flush=True)
-
-
 def run_test(a) -> None:
-    use_thresholds(a.calibration)
     clips = json.loads((a.data / "test.json").read_text())
     paths = [a.data / "test_clips" / c["file"] for c in clips]
     # No address-space cap on the GPU machine: its CUDA-less PyTorch still maps more than a 2-core box.
@@ -327,7 +314,6 @@ def main() -> None:
     t.add_argument("--workers", type=int, default=None)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--records", type=Path, default=None, help="also write every record here (JSONL)")
-    t.add_argument("--calibration", type=Path, default=None, help="calibrate.py's choice of thresholds (JSON)")
     lo = sub.add_parser("local", help="real photos, resolutions, frozen/black, INT8 (here)")
     lo.add_argument("--content", type=Path, default=Path(".device/content_test"),
                     help="a folder scripts/content.py packed with --splits test")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vqa import aggregate
+from vqa.model import load_model_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = json.loads((ROOT / "models" / "metrics.json").read_text())
@@ -48,6 +48,7 @@ def test_the_card_is_for_the_shipped_model():
 
 def test_the_thresholds_in_use_are_the_calibrated_ones():
     chosen = json.loads((ROOT / "models" / "calibration.json").read_text())["chosen"]
+    decision = load_model_spec(ROOT / "models").decision
     for kind, row in chosen.items():
-        assert aggregate.DEFECT_PROBABILITY[kind] == row["threshold"]
-    assert aggregate.DARK_LUMA_P98 == chosen["dark"].get("luma_p98_bound")
+        assert decision.defect_probability[kind] == row["threshold"]
+    assert decision.dark_luma_p98 == chosen["dark"].get("luma_p98_bound")

@@ -1,14 +1,14 @@
 """Shared-memory batches: a bounded ring of slots that decode workers fill with fragment views.
 
 One ``SharedMemory`` segment holds ``slots`` slots of ``batch_size`` views each. Each worker
-owns a few slots (vqa.workers): it writes views straight into a free one, and sends only the
+owns a few slots (vqa.engine.worker): it writes views straight into a free one, and sends only the
 slot id and the per-frame metadata through its pipe. The consumer reads the slot as a numpy
 view, without a copy or a pickle, and hands the slot back once inference is done with it. A
 worker with no free slot waits: that is the back-pressure.
 
 The parent process creates the segment and is the only one that unlinks it (``close``). If
 the parent itself is killed, multiprocessing's resource tracker unlinks it when the last
-process holding it exits; workers exit when their parent is gone (vqa.workers).
+process holding it exits; workers exit when their parent is gone (vqa.engine.worker).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from .preprocess import VIEW
 
-VIEW_SHAPE = (VIEW, VIEW, 3)
+VIEW_SHAPE = (VIEW, VIEW, 3)  # the training geometry's view; a ring is made for its model's (view=)
 
 
 @dataclass(frozen=True)
@@ -29,19 +29,20 @@ class RingSpec:
     name: str
     slots: int
     batch_size: int
+    view: int = VIEW  # the model's view side (vqa.preprocess.Geometry.view)
 
     @property
     def slot_shape(self) -> tuple[int, ...]:
-        return (self.batch_size, *VIEW_SHAPE)
+        return (self.batch_size, self.view, self.view, 3)
 
 
 class BatchRing:
     """The consumer's side: owns the segment and the free-slot queue."""
 
-    def __init__(self, *, slots: int, batch_size: int):
-        size = slots * batch_size * int(np.prod(VIEW_SHAPE))
+    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW):
+        size = slots * batch_size * view * view * 3
         self._shm = shared_memory.SharedMemory(create=True, size=size)
-        self.spec = RingSpec(self._shm.name, slots, batch_size)
+        self.spec = RingSpec(self._shm.name, slots, batch_size, view)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
     def views(self, slot: int, count: int) -> np.ndarray:
