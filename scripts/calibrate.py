@@ -47,10 +47,12 @@ def _make(job: tuple[dict, str, Path]) -> tuple[str, list[int]]:
     spec, tmp, root = job
     if md._ROOT is None:
         md.use_content(root, md.load_content(root, "val"))
-    ref, x, dist, data = md.distorted_clip(spec, np.random.default_rng(spec["seed"]))
+    clip = md.distorted_clip(spec, np.random.default_rng(spec["seed"]), noise_free=True)
     path = Path(tmp) / f"cal_{spec['seed']}.{synth.CODECS[spec['codec']][0]}"
-    path.write_bytes(data)
-    labels = md.defect_labels(spec, synth.to_working(x), vmaf_codec=100.0)
+    path.write_bytes(clip.data)
+    sigma = 0.0 if clip.quiet is None else float(
+        synth.noise_sigma(synth.to_working(clip.dist), synth.to_working(clip.quiet)).mean())
+    labels = md.defect_labels(spec, synth.to_working(clip.x), vmaf_codec=100.0, sigma_eff=sigma)
     labels[MODEL_DEFECTS.index("compression")] = -1
     return str(path), labels
 
@@ -63,6 +65,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write the choice and its F1s here (JSON)")
     ap.add_argument("--manifest", type=Path, default=None,
                     help="write the chosen thresholds into this manifest's decision block")
+    ap.add_argument("--model-dir", type=Path, default=None)
+    ap.add_argument("--backend", default="openvino")
+    ap.add_argument("--workers", type=int, default=2, help="processes that make clips, and decode workers")
     a = ap.parse_args()
     sources = md.load_content(a.content, "val")
     sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
@@ -70,12 +75,12 @@ def main() -> None:
     specs = []
     while len(specs) < a.clips:
         spec = md.draw_spec(rng, sizes, a.seed * 1_000_003 + len(specs), frames=md.FRAMES)
-        if spec["kind"] == "compression":
+        if spec["kind"] in ("compression", "smear"):
             continue
         spec["quality"] = float(rng.uniform(0.6, 1.0))
         specs.append(spec)
     tmp = tempfile.mkdtemp(prefix="vqa-cal-")
-    with mp.get_context("spawn").Pool(2) as pool:
+    with mp.get_context("spawn").Pool(a.workers) as pool:
         made = pool.map(_make, [(s, tmp, a.content) for s in specs], chunksize=4)
     print(f"{len(made)} validation clips made", flush=True)
 
@@ -91,7 +96,7 @@ def main() -> None:
         if getattr(mod, "aggregate", None) is original:
             mod.aggregate = spy
     inputs, labels = [], []
-    with vqa.Scorer(workers=2) as scorer:
+    with vqa.Scorer(model_dir=a.model_dir, backend=a.backend, workers=a.workers, worker_memory_mb=None) as scorer:
         shipped = scorer.spec.decision
         for path, lab in made:
             before = len(captured)

@@ -10,13 +10,17 @@ Policy, in one place:
 - The score is reported to one decimal, and the category follows the reported score, so
   the two never disagree (79.96 is 80.0 and "excellent").
 - category: the decision's category thresholds on the score, then capped by how much of the
-  video the defects cover (its category caps): a picture can be fine while a third of the clip is frozen,
-  black or dark, and such a clip is not "excellent". Coverage is the share of the timeline
-  inside at least one defect segment of any type (overlaps counted once).
+  video the defects the score does not see cover (the decision's ``capped_by`` and category
+  caps): a picture can be fine while a third of the clip is frozen, black or dark, and such a
+  clip is not "excellent"; a clip dark, overexposed or frozen from start to end is at most
+  "poor", and one black throughout is "bad". Coverage is the share of the timeline inside at
+  least one such segment (overlaps counted once). Blur, noise, compression and low
+  resolution already lower the score, so they do not cap it a second time.
 - defects: a sampled frame stands for the stretch of the timeline up to the next sampled
   frame (or its run's span end); consecutive flagged frames merge into one segment; a
   segment needs the decision's min_segment_frames frames, so a single odd frame reports nothing. Segments
-  of one type that touch or overlap are merged, and none has zero width.
+  of one type less than the decision's merge_gap_s apart are one stretch to a reader and are
+  merged, and none has zero width.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .preprocess import FrameStats
-from .types import MODEL_DEFECTS, Defect, SamplePlan
+from .types import DEFECT_TYPES, MODEL_DEFECTS, Defect, SamplePlan
 
 CATEGORIES = ("excellent", "good", "fair", "poor", "bad")  # best first; part of the record contract
 
@@ -38,8 +42,12 @@ class Decision:
 
     - ``defect_probability``: a model defect is flagged on a frame at this probability, per type.
     - ``category_thresholds``: the lowest score of each category but "bad", best first.
-    - ``category_caps``: (share of the timeline covered by defects, best category allowed),
-      strictest last.
+    - ``category_caps``: (share of the timeline covered by the ``capped_by`` defects, best
+      category allowed), strictest last; ``capped_by``: the defect types the score does not
+      measure (exposure is left out of it by design, frozen frames are scored as the pictures
+      they are, black frames are left out); ``black_throughout``: the share of the timeline
+      black over which a video is "bad".
+    - ``merge_gap_s``: segments of one type closer than this are merged into one.
     - ``min_segment_frames``: frames a defect segment needs (a single odd frame reports nothing).
     - ``black_luma_mean``, ``black_luma_p98``: a black frame's most (0..255 full-range luma).
     - ``freeze_mad``: mean absolute difference of grey thumbnails under which a frame repeats
@@ -52,6 +60,9 @@ class Decision:
     defect_probability: dict[str, float]
     category_thresholds: tuple[tuple[float, str], ...]
     category_caps: tuple[tuple[float, str], ...]
+    capped_by: tuple[str, ...]
+    black_throughout: float
+    merge_gap_s: float
     min_segment_frames: int
     black_luma_mean: float
     black_luma_p98: float
@@ -74,6 +85,9 @@ class Decision:
             defect_probability={kind: float(block["defect_probability"][kind]) for kind in MODEL_DEFECTS},
             category_thresholds=tuple((float(thresholds[name]), name) for name in names),
             category_caps=tuple((float(c["coverage"]), str(c["best"])) for c in block["category_caps"]),
+            capped_by=tuple(str(t) for t in block["capped_by"]),
+            black_throughout=float(block["black_throughout"]),
+            merge_gap_s=float(block["merge_gap_s"]),
             min_segment_frames=int(block["min_segment_frames"]),
             black_luma_mean=float(block["black"]["luma_mean_max"]),
             black_luma_p98=float(block["black"]["luma_p98_max"]),
@@ -86,6 +100,8 @@ class Decision:
         bounds = [b for b, _ in decision.category_thresholds]
         if bounds != sorted(bounds, reverse=True) or any(cap not in CATEGORIES for _, cap in decision.category_caps):
             raise ValueError("category_thresholds must descend and category_caps name categories")
+        if not set(decision.capped_by) <= set(DEFECT_TYPES):
+            raise ValueError(f"capped_by must name defect types ({', '.join(DEFECT_TYPES)})")
         return decision
 
     def to_manifest(self) -> dict:
@@ -94,6 +110,9 @@ class Decision:
             "defect_probability": dict(self.defect_probability),
             "category_thresholds": {name: bound for bound, name in self.category_thresholds},
             "category_caps": [{"coverage": share, "best": cap} for share, cap in self.category_caps],
+            "capped_by": list(self.capped_by),
+            "black_throughout": self.black_throughout,
+            "merge_gap_s": self.merge_gap_s,
             "min_segment_frames": self.min_segment_frames,
             "black": {"luma_mean_max": self.black_luma_mean, "luma_p98_max": self.black_luma_p98},
             "frozen": {"thumb_mad_max": self.freeze_mad, "min_frames": self.min_frozen_frames},
@@ -110,11 +129,15 @@ class FrameResult:
     stats: FrameStats
 
 
-def category(score: float, coverage: float, decision: Decision) -> str:
-    """The category of a reported score, capped by the defects' share of the timeline."""
+def category(score: float, coverage: float, decision: Decision, black: float = 0.0) -> str:
+    """The category of a reported score, capped by the share of the timeline that the
+    ``capped_by`` defects cover (``coverage``) and that black covers (``black``)."""
     name = next((name for bound, name in decision.category_thresholds if score >= bound), "bad")
-    for share, cap in decision.category_caps:
-        if coverage >= share and CATEGORIES.index(name) < CATEGORIES.index(cap):
+    caps = [cap for share, cap in decision.category_caps if coverage >= share]
+    if black >= decision.black_throughout:
+        caps.append("bad")
+    for cap in caps:
+        if CATEGORIES.index(name) < CATEGORIES.index(cap):
             name = cap
     return name
 
@@ -132,14 +155,15 @@ def coverage(defects: list[Defect], duration_s: float) -> float:
     return min(1.0, covered / duration_s)
 
 
-def _tidy(defects: list[Defect], min_width_s: float) -> list[Defect]:
-    """Merge segments of one type that touch or overlap; give a zero-width one a frame's width."""
+def _tidy(defects: list[Defect], min_width_s: float, gap_s: float = 0.0) -> list[Defect]:
+    """Merge segments of one type that overlap or lie at most ``gap_s`` apart; give a
+    zero-width one a frame's width."""
     out: list[Defect] = []
     for d in sorted(defects, key=lambda d: (d.type, d.start_s)):
         if d.end_s <= d.start_s:
             d = Defect(d.type, d.severity, d.start_s, d.start_s + min_width_s)
         last = out[-1] if out else None
-        if last is not None and last.type == d.type and d.start_s <= last.end_s + 1e-6:
+        if last is not None and last.type == d.type and d.start_s <= last.end_s + gap_s + 1e-6:
             a, b = last.end_s - last.start_s, d.end_s - d.start_s
             severity = (last.severity * a + d.severity * b) / (a + b) if a + b > 0 else max(last.severity, d.severity)
             out[-1] = Defect(d.type, severity, last.start_s, max(last.end_s, d.end_s))
@@ -298,6 +322,8 @@ def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float, de
     defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(d.min_frozen_frames, len(frames)))
     defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
     widths = [b - a for a, b in spans if b > a]
-    defects = _tidy(defects, min(widths) if widths else 1e-3)
+    defects = _tidy(defects, min(widths) if widths else 1e-3, d.merge_gap_s)
     defects.sort(key=lambda d: (d.start_s, d.type))
-    return score, category(score, coverage(defects, duration_s), d), defects
+    blind = coverage([x for x in defects if x.type in d.capped_by], duration_s)
+    black_share = coverage([x for x in defects if x.type == "black"], duration_s)
+    return score, category(score, blind, d, black_share), defects

@@ -195,7 +195,7 @@ class ScoreOptions:
     precision: str = _option(
         DEFAULT_PRECISION, _one_of("precision", PRECISIONS), flag="--precision", choices=PRECISIONS, show_default=True,
         help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
-             "scores within about a point of fp32 (see models/README.md).")
+             "scores close to fp32 (models/metrics.json has the measured distance).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
         show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
