@@ -266,6 +266,9 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         model = spec.to_dict() if spec is not None else {}
         try:
             stream = stack.enter_context(outputs.open_output(output))
+        except VQAError as e:  # another job writes it, or it is no file to write
+            click.echo(f"error: {e.code}: {e.message}", err=True)
+            sys.exit(EXIT_USAGE)
         except OSError as e:
             click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
             sys.exit(EXIT_USAGE)
@@ -308,6 +311,9 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         if report is not None:
             try:
                 write_html(collected, report, thumbnails=thumbnails, quiet=quiet, source="vqa score")
+            except VQAError as e:
+                click.echo(f"error: {e.code}: {e.message}", err=True)
+                sys.exit(EXIT_USAGE)
             except OSError as e:
                 click.echo(f"error: E_OUTPUT: cannot write {report}: {e.strerror}", err=True)
                 sys.exit(EXIT_INTERNAL)

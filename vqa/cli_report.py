@@ -81,6 +81,9 @@ def report(results, out, thumbnails, quiet):
         sys.exit(EXIT_USAGE)
     try:
         write_html(records, out, thumbnails=thumbnails, quiet=quiet, source=f"from {os.fsdecode(results)}")
+    except VQAError as e:  # another job writes it, or it is no file to write
+        click.echo(f"error: {e.code}: {e.message}", err=True)
+        sys.exit(EXIT_USAGE)
     except OSError as e:
         click.echo(f"error: E_OUTPUT: cannot write {out}: {e.strerror}", err=True)
         sys.exit(EXIT_INTERNAL)

@@ -97,7 +97,10 @@ def config_key(model: dict[str, Any], config: dict[str, Any]) -> str:
 
 
 def default_db_path(output: str) -> str:
-    return output + ".vqa.db"
+    """OUTPUT.vqa.db, shortened when the name would be too long for the file system with the
+    "-journal", "-wal" and "-shm" that SQLite adds to it (vqa.outputs.derived_path)."""
+    from vqa.outputs import derived_path
+    return derived_path(output, ".vqa.db", reserve=len("-journal"))
 
 
 class JobStore:
@@ -110,6 +113,11 @@ class JobStore:
     def __init__(self, path: str):
         self.path = path
         self._db = None
+        from vqa.outputs import derived_path
+        if derived_path(path, "-journal") != path + "-journal":
+            raise UsageError(f"the job store's name {os.path.basename(path)!r} is too long: SQLite adds "
+                             "'-journal', '-wal' and '-shm' to it, past the file system's limit on a "
+                             "name (255 bytes); pass a shorter --db")
         created = not os.path.lexists(path)
         try:
             self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
