@@ -33,6 +33,7 @@ from .aggregate import timeline as frame_timeline
 from .batch import BatchRing
 from .decode import open_video
 from .errors import InputError, VQAError
+from .futures import VideoFuture
 from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, out_of_memory
 from .preprocess import fragments, frame_stats
 from .sample import plan_frames, split_plan
@@ -124,7 +125,7 @@ class LocalEngine(Engine):
         _live.add(self)
 
     def submit(self, path: str, split: bool = False) -> Future:
-        future: Future = Future()
+        future: Future = VideoFuture()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
         self._requests.put((path, future))
@@ -228,7 +229,7 @@ class PoolEngine(Engine):
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path: str, split: bool = False) -> Future:
-        future: Future = Future()
+        future: Future = VideoFuture()
         with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
             if self._finished:
                 if self.broken is None:

@@ -36,6 +36,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from .errors import BackendUnavailable, UsageError, VQAError
+from .futures import VideoFuture
 from .types import VideoScore
 
 RAY_EXTRA = "pip install 'vqa[ray]'"
@@ -309,7 +310,7 @@ class RayScorer:
         from .pipeline import _path
 
         path = path if isinstance(path, str) else _path(path)
-        future: Future = Future()
+        future: Future = VideoFuture()
         with self._lock:
             if self._closed or self.broken is not None:
                 raise RuntimeError("this Scorer is closed" if self._closed else f"the Ray engine failed: {self.broken}")
