@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vqa.errors import OutputError, UsageError
-from vqa.files import fingerprint
+from vqa.errors import InputError, OutputError, UsageError
+from vqa.files import bad_path, fingerprint, open_input
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """
@@ -58,26 +58,27 @@ class Identity:
 
     @classmethod
     def of(cls, path: str) -> Identity | None:
-        """The file's identity now, or None when it cannot be stat'ed (it gets a fresh record
-        each time). Only a regular file is opened, to read its fingerprint."""
-        try:
-            st = os.stat(path)
-        except OSError:
+        """The file's identity now, or None when it cannot be stat'ed or its path is no path (it
+        gets a fresh record each time). The fingerprint is read only through a descriptor that
+        ``vqa.files.open_input`` checked, as the decoder's is: a file found in a folder that
+        now leads outside it is never read, here or anywhere."""
+        if bad_path(path) is not None:
             return None
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device is never read: no fingerprint
+        try:
+            opened = open_input(path)
+        except InputError:  # not read: a FIFO, a device, outside its folder, unreadable, empty
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
             return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)  # unreadable: E_UNREADABLE
-        try:
-            st = os.fstat(fd)
-            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns,
-                       fingerprint(fd, st.st_size) if stat.S_ISREG(st.st_mode) else "")
+            return cls(os.fsencode(path), opened.size_bytes, opened.mtime_ns,
+                       fingerprint(opened.fd, opened.size_bytes))
         except OSError:
             return None
         finally:
-            os.close(fd)
+            os.close(opened.fd)
 
     @classmethod
     def of_opened(cls, path: str, video) -> Identity | None:
