@@ -16,11 +16,12 @@ import click
 from vqa import outputs
 from vqa.errors import OutputError, VQAError
 from vqa.inputs import expand_inputs
-from vqa.job import STORED, Outcome, run_job
+from vqa.job import SCORED, STORED, Outcome, run_job
 from vqa.jobstore import JobStore, default_db_path
 from vqa.cli_report import report as report_command
 from vqa.cli_report import report_collision, write_html
 from vqa.report import FORMATS, open_writer
+from vqa.words import counted
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: interrupted
@@ -220,10 +221,10 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
     warn = lambda m: click.echo(f"warning: {m}", err=True)  # noqa: E731
+    started = time.monotonic()  # the summary's time is the command's, start-up included
+    # No videos at all (an empty upload folder) is a job with nothing to do, not a mistake:
+    # the output is written empty (the formats' empty document) and the status is 0.
     inputs = expand_inputs(paths, patterns=patterns, warn=warn)
-    if not inputs:
-        click.echo("error: E_USAGE: no video files to score", err=True)
-        sys.exit(EXIT_USAGE)
     if db is None and to_file:
         db = default_db_path(output)
     collision = outputs.collision(output if to_file else None, db, inputs)
@@ -272,21 +273,22 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
         except OSError as e:
             click.echo(f"error: E_USAGE: cannot write {output}: {e.strerror}", err=True)
             sys.exit(EXIT_USAGE)
-        tally = Tally(len(inputs), with_store=store is not None)
+        tally = Tally(len(inputs), with_store=store is not None, started=started)
         # Progress only where a person watches stderr and the results are not on that screen.
         show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
         progress = stack.enter_context(_progress(len(inputs), show_progress))
         try:
             with _guard_output(output, store, open_writer, fmt, stream,  # CSV writes its header now
-                               path_width=max(len(i.path) for i in inputs)) as writer:
+                               path_width=max((len(i.path) for i in inputs), default=0)) as writer:
                 for outcome in run_job(scorer, inputs, model=model, config=config, store=store,
                                        retry_failed=retry_failed):
                     _guard_output(output, store, writer.write, outcome.record)
                     if collected is not None:
                         collected.append(outcome.record)
                     tally.add(outcome)
-                    progress.update(1)
+                    # The counts first: update() draws the bar, and must draw this video's.
                     progress.set_postfix_str(tally.postfix(), refresh=False)
+                    progress.update(1)
                     if fail_fast and not outcome.ok:
                         break
                 _guard_output(output, store, writer.close)  # a full disk shows here, not at exit
@@ -340,15 +342,18 @@ def _terminate(signum, _frame):
 class Tally:
     """Counts for the progress bar and the closing summary."""
 
-    def __init__(self, total: int, with_store: bool = False):
+    def __init__(self, total: int, with_store: bool = False, started: float | None = None):
         self.total, self.ok, self.failed, self.stored = total, 0, 0, 0
+        self.decoded = 0  # scored now with frames decoded: the work a rate is measured over
         self.with_store = with_store
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
 
     def add(self, outcome: Outcome) -> None:
         self.ok += outcome.ok
         self.failed += not outcome.ok
         self.stored += outcome.source == STORED
+        frames = outcome.record.get("frames") if isinstance(outcome.record, dict) else None
+        self.decoded += outcome.source == SCORED and bool((frames or {}).get("decoded"))
 
     def postfix(self) -> str:
         stored = f" stored={self.stored}" if self.with_store else ""
@@ -356,18 +361,20 @@ class Tally:
 
     def summary(self, stopped: bool = False) -> str:
         """E.g. "vqa: 50 videos: 43 ok, 7 failed; 40 from the job store, 10 processed in 3.1 s,
-        193.5 videos/min". ok + failed are all the videos; from the store + processed too."""
+        193.5 videos/min". ok + failed are all the videos; from the store + processed too.
+        The time is the command's, start-up included; the rate counts only the videos whose
+        frames were decoded now (none: no rate), so a run of failed checks claims no speed."""
         elapsed = time.monotonic() - self.started
         done = self.ok + self.failed
         processed = done - self.stored  # scored now, or failed their checks now
-        noun = "video" if self.total == 1 else "videos"
-        head = f"{done} of {self.total} {noun}" if done < self.total or stopped else f"{done} {noun}"
+        head = (f"{done} of {counted(self.total, 'video')}" if done < self.total or stopped
+                else counted(done, "video"))
         text = f"vqa: {'interrupted, ' if stopped else ''}{head}: {self.ok} ok, {self.failed} failed; "
         if self.with_store:
             text += f"{self.stored} from the job store, "
         text += f"{processed} processed in {elapsed:.1f} s"
-        if processed and elapsed > 0:
-            text += f", {processed / elapsed * 60:.1f} videos/min"
+        if self.decoded and elapsed > 0:
+            text += f", {self.decoded / elapsed * 60:.1f} videos/min"
         return text
 
 

@@ -11,6 +11,7 @@ import click
 
 from vqa import outputs
 from vqa.errors import VQAError
+from vqa.words import counted
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
 
@@ -48,7 +49,7 @@ def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) 
         if bar is not None:
             bar.close()
     if not quiet:
-        click.echo(f"vqa: report of {len(records)} videos written to {out}", err=True)
+        click.echo(f"vqa: report of {counted(len(records), 'video')} written to {out}", err=True)
 
 
 @click.command("report")
