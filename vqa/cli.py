@@ -15,7 +15,7 @@ import click
 
 from vqa import outputs
 from vqa.errors import OutputError, VQAError
-from vqa.inputs import expand_inputs
+from vqa.inputs import VIDEO_EXTENSIONS, expand_inputs
 from vqa.job import SCORED, STORED, Outcome, run_job
 from vqa.jobstore import JobStore, default_db_path
 from vqa.cli_report import report as report_command
@@ -193,8 +193,7 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
           report, thumbnails, engine, actors_per_node):
     """Score each video in PATHS (files, or folders searched recursively).
 
-    Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
-    wmv flv 3gp y4m) in sorted order; symlinked subfolders are not followed, and a linked
+    Folders are searched for video extensions ({extensions}) in sorted order; symlinked subfolders are not followed, and a linked
     file that leads outside its folder gets E_BAD_PATH. Every input gets exactly one
     record, including paths that do not exist (E_NOT_FOUND).
 
@@ -212,6 +211,10 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fram
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+# The extensions a folder walk takes, from the one list (vqa.inputs.VIDEO_EXTENSIONS).
+score.help = score.help.replace("{extensions}", " ".join(sorted(VIDEO_EXTENSIONS)))
 
 
 def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, frames, backend, precision,

@@ -504,7 +504,8 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
           and sampled < info.frame_count * (1 - TRUNCATED_SLACK) - 1):
         out.append(f"W_TRUNCATED: {sampled} of the {info.frame_count} frames the file declares were found")
     if info.rotation:
-        out.append(f"W_ROTATED: frames turned {info.rotation} degrees as the file asks")
+        out.append(f"W_ROTATED: the file asks for a {info.rotation} degree counter-clockwise turn (ffprobe's "
+                   f"rotation); frames were turned upright")
     # Segments of one video read by several workers can each notice the same thing: keep the first.
     seen = {w.split(":", 1)[0] for w in out}
     for w in reader_warnings:

@@ -16,8 +16,21 @@ from typing import Callable, Iterable, Iterator
 
 from vqa.files import FoundPath, bad_path, inside, missing
 
-VIDEO_EXTENSIONS = frozenset(
-    "mp4 mov mkv webm avi m4v ts mpg mpeg wmv flv 3gp y4m".split())
+# The names a folder walk takes: the extensions of the containers and streams the decoders
+# read (vqa.decode.base.VIDEO_FORMATS), by FFmpeg demuxer. GIF is read when named or matched
+# by --glob, but not walked: an upload folder's GIFs are mostly pictures.
+VIDEO_EXTENSIONS = frozenset("""
+    mp4 mov m4v 3gp 3g2 mj2
+    mkv webm
+    avi
+    ts m2ts mts
+    mpg mpeg m2v vob
+    wmv asf
+    flv ivf obu
+    h264 264 hevc h265 265 vvc 266
+    mjpeg mjpg
+    y4m nut ogv mxf dv
+""".split())
 
 
 @dataclass(frozen=True)

@@ -196,8 +196,12 @@ class RayScorer:
             path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
             runtime_env = {"env_vars": {"PYTHONPATH": path}}
         debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
+        # Ray's own warnings (its token authentication notice, on every run) are for whoever
+        # runs the cluster; a vqa user sees them with VQA_DEBUG=1. Errors still show.
+        level = logging.INFO if debug else logging.ERROR
+        logging.getLogger("ray").setLevel(level)
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
-                      logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
+                      logging_level=level, include_dashboard=False)
         try:
             self._ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError, RuntimeError) as e:
