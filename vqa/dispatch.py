@@ -38,6 +38,7 @@ from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, out_of_memory
 from .preprocess import fragments, frame_stats
 from .sample import plan_frames, split_plan
 from .types import SamplePlan, VideoInfo, VideoScore
+from .words import counted
 from .workers import Batch, Crashed, Done, Failed, Probed, ProbeTask, DecodeTask, TimedOut, WorkerPool
 
 # Reading every frame, fewer frames than the container declares is truncation; this slack
@@ -494,7 +495,8 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
     """``last_run``: frames found for the plan's last run, the one that may read to the end."""
     out = []
     if decode_errors:
-        out.append(f"W_CORRUPT_FRAMES: {decode_errors} packets or frames failed to decode")
+        out.append(f"W_CORRUPT_FRAMES: {counted(decode_errors, 'packet or frame', 'packets or frames')} "
+                   "failed to decode")
     sampled, wanted = record.frames["sampled"], sum(r.count for r in plan.runs)
     # A run short of frames within its stretch is a sparse stretch of a variable-frame-rate
     # clip; only a stream that ends before the last run is filled is truncated.
