@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from engine_helpers import private_mounts
 from fakes import touch
 from synthetic_records import synthetic_records
 
@@ -196,19 +196,8 @@ FULL_DISK = textwrap.dedent("""
 """)
 
 
-def _small_filesystem_runner():
-    """A command prefix that runs its command in a mount namespace of its own (so the small
-    file system it mounts is seen by nobody else), or None where that is not allowed."""
-    if shutil.which("unshare") is None:
-        return None
-    prefix = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
-    probe = subprocess.run([*prefix, "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || "
-                            "mount -t tmpfs -o size=64k tmpfs /tmp"], capture_output=True)
-    return prefix if probe.returncode == 0 else None
-
-
 def test_after_a_full_disk_the_output_holds_only_whole_records(tmp_path):
-    prefix = _small_filesystem_runner()
+    prefix = private_mounts()
     if prefix is None:
         pytest.skip("cannot mount a small tmpfs here (needs root or unprivileged user namespaces)")
     folder = tmp_path / "in"
