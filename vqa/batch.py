@@ -60,6 +60,7 @@ class BatchRing:
             self._shm.unlink()
             raise
         self.spec = RingSpec(self._shm.name, slots, batch_size)
+        self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
     def views(self, slot: int, count: int) -> np.ndarray:
@@ -70,6 +71,9 @@ class BatchRing:
             return
         self._array = None  # drop the exported buffer before closing the mapping
         self._shm.close()
+        if os.getpid() != self._pid:
+            self._shm = None
+            return
         try:
             self._shm.unlink()
         except FileNotFoundError:

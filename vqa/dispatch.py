@@ -34,6 +34,7 @@ from .batch import BatchRing
 from .decode import open_video
 from .errors import InputError, VQAError
 from .futures import VideoFuture
+from .lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, out_of_memory
 from .preprocess import fragments, frame_stats
 from .sample import plan_frames, split_plan
@@ -119,6 +120,7 @@ class LocalEngine(Engine):
 
     def __init__(self, options: EngineOptions, inferencer, new_record):
         self._options, self._inferencer, self._new_record = options, inferencer, new_record
+        self._lifecycle = Owner("Scorer")
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="vqa-engine", daemon=True)
         self._closed = False
@@ -126,6 +128,7 @@ class LocalEngine(Engine):
         _live.add(self)
 
     def submit(self, path: str, split: bool = False) -> Future:
+        self._lifecycle.check()
         future: Future = VideoFuture()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
@@ -133,6 +136,7 @@ class LocalEngine(Engine):
         return future
 
     def _run(self) -> None:
+        mark_engine_thread()
         while True:
             item = self._requests.get()
             if item is None:
@@ -151,6 +155,10 @@ class LocalEngine(Engine):
     def close(self) -> None:
         if self._closed:
             return
+        if not self._lifecycle.here:  # a forked child's copy: the thread is the parent's
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         self._closed = True
         self._requests.put(None)
         self._thread.join()  # the video in hand finishes: a decoder thread cannot be interrupted
@@ -207,6 +215,7 @@ class PoolEngine(Engine):
 
     def __init__(self, options: EngineOptions, inferencer, new_record, started=None):
         self.o, self.inferencer, self._new_record = options, inferencer, new_record
+        self._lifecycle = Owner("Scorer")
         self.pool, self.ring = started or start_workers(options)
         self._requests: queue.SimpleQueue = queue.SimpleQueue()  # _Video, or a cancelled Future
         self._waiting: deque[_Video] = deque()  # taken from the queue, not yet admitted
@@ -230,6 +239,7 @@ class PoolEngine(Engine):
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path: str, split: bool = False) -> Future:
+        self._lifecycle.check()
         future: Future = VideoFuture()
         with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
             if self._finished:
@@ -259,6 +269,10 @@ class PoolEngine(Engine):
     def close(self) -> None:
         if self._stop:
             return
+        if not self._lifecycle.here:  # a forked child's copy: workers, ring and thread are the parent's
+            self._stop = True
+            return
+        refuse_on_engine_thread("close()")
         self._stop = True
         self._wake()
         self._thread.join()
@@ -274,6 +288,7 @@ class PoolEngine(Engine):
     # -- the dispatcher thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        mark_engine_thread()
         try:
             while not self._stop:
                 self._drain_wake()
@@ -520,12 +535,15 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
 
 # Engines still open when the interpreter exits are closed first, so that their threads do
 # not run on while modules are torn down (multiprocessing's own exit hook runs after this one).
+# Only the process that made an engine closes it: a forked child exiting leaves the parent's alone.
 _live: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 @atexit.register
 def _close_live() -> None:
     for engine in list(_live):
+        if not engine._lifecycle.here:
+            continue
         try:
             engine.close()
         except Exception:  # noqa: BLE001 - exiting anyway

@@ -13,9 +13,22 @@ from concurrent.futures import Future
 # The state names are the base class's; they have not changed since Python 3.2.
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED
 
+from vqa.lifecycle import refuse_on_engine_thread
+
 
 class VideoFuture(Future):
-    """A video's record to come; ``cancel()`` finishes it for every waiter at once."""
+    """A video's record to come; ``cancel()`` finishes it for every waiter at once, and waiting
+    for it on the engine's own thread (in a done-callback) is a ``CallbackError``, not a hang."""
+
+    def result(self, timeout=None):
+        if not self.done():
+            refuse_on_engine_thread("waiting for a video's record (score(), future.result())")
+        return super().result(timeout)
+
+    def exception(self, timeout=None):
+        if not self.done():
+            refuse_on_engine_thread("waiting for a video's record (future.exception())")
+        return super().exception(timeout)
 
     def cancel(self) -> bool:
         if not super().cancel():

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import itertools
 import os
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
@@ -23,6 +25,7 @@ from .decode import KNOWN_BACKENDS as DECODERS
 from .dispatch import EngineOptions, LocalEngine, PoolEngine, start_workers
 from .errors import BackendUnavailable, UsageError
 from .infer import BACKENDS, DEFAULT_BACKEND, MODES, PRECISIONS, open_inferencer
+from .lifecycle import Owner, on_engine_thread, refuse_on_engine_thread
 from .limits import auto_worker_memory_mb, check_limits
 from .model import load_model_spec
 from .sample import FRAME_MODES
@@ -119,6 +122,8 @@ class Scorer:
                  timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto",
                  timeline: bool = False):
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
+        self._lifecycle = Owner("Scorer")
+        self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
         _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers)
         check_limits(timeout_s, worker_memory_mb)
         if batch_size == "auto":
@@ -143,7 +148,6 @@ class Scorer:
                                       timeout_s=self.timeout_s, worker_memory_mb=self.worker_memory_mb,
                                       timeline=self.timeline)
         self._lock = threading.Lock()
-        self._closed = False
         self.inferencer = self._engine = None
         # The workers start first and import their libraries while the model compiles here.
         started = start_workers(self._options) if self.workers else None
@@ -162,11 +166,15 @@ class Scorer:
             if self.inferencer is not None:
                 self.inferencer.close()
             raise
+        self._closed = False
 
     def _new_engine(self, started=None):
+        # The engine gets a record maker that does not hold this Scorer: the engine's thread
+        # holds the engine, and nothing it holds may keep a dropped Scorer from being collected.
+        new_record = functools.partial(_new_record, self.spec.to_dict(), dict(self.config))
         if self.workers == 0:
-            return LocalEngine(self._options, self.inferencer, self._new_record)
-        return PoolEngine(self._options, self.inferencer, self._new_record, started)
+            return LocalEngine(self._options, self.inferencer, new_record)
+        return PoolEngine(self._options, self.inferencer, new_record, started)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -178,6 +186,7 @@ class Scorer:
         ``split=True`` spreads the video over every worker, for the lowest latency when it is
         scored alone (``score`` does that); by default one worker reads it, which keeps the
         cores busiest when many videos are in flight."""
+        self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
         path = _path(path)
         with self._lock:
             if self._closed:
@@ -235,7 +244,7 @@ class Scorer:
                 future.cancel()
 
     def _new_record(self, path: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config))
+        return _new_record(self.spec.to_dict(), dict(self.config), path)
 
     # -- the engine's parts, for tests and tools -----------------------------------------
 
@@ -252,7 +261,13 @@ class Scorer:
 
     def close(self) -> None:
         """Stop the workers, free the shared memory and the model. Videos still in flight are
-        cancelled. Idempotent."""
+        cancelled. Idempotent. In a forked child it only marks this copy closed: what it holds
+        is the parent's. From a done-callback it raises CallbackError (it would join the thread
+        running the callback); close it from any other thread."""
+        if not self._lifecycle.here:
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -263,6 +278,18 @@ class Scorer:
         finally:
             if self.inferencer is not None:
                 self.inferencer.close()
+
+    def __del__(self) -> None:
+        # A Scorer dropped without close(): release its workers, ring, descriptors and threads
+        # now, and say so as an unclosed file does (ResourceWarning: shown with -W default, -X dev).
+        if getattr(self, "_closed", True) or not self._lifecycle.here:
+            return
+        warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
+                      source=self)
+        if on_engine_thread():  # collected on an engine's thread: it cannot join itself
+            threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
+        else:
+            self.close()
 
     def __enter__(self) -> Scorer:
         return self
@@ -291,6 +318,22 @@ _defaults: dict[str, Scorer] = {}
 _defaults_lock = threading.Lock()
 
 
+def _new_record(model: dict, config: dict, path: str) -> VideoScore:
+    return VideoScore(path=path, status="error", model=dict(model), config=dict(config))
+
+
+def _forget_defaults_in_child() -> None:
+    """In a forked child, the parent's default Scorers are the parent's: vqa.score() there makes
+    its own. The lock is new too: another thread may have held it at the fork."""
+    global _defaults_lock
+    _defaults.clear()
+    _defaults_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_defaults_in_child)
+
+
 def default_scorer(**options) -> Scorer:
     """The process-wide Scorer for ``options``: made on first use (model loaded, workers
     started), then shared by every later call with the same options, from any thread, until
@@ -309,7 +352,8 @@ def _close_defaults() -> None:
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
-        scorer.close()
+        if scorer._lifecycle.here:
+            scorer.close()
 
 
 def score(path: PathArg, **options) -> VideoScore:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from .errors import BackendUnavailable, UsageError, VQAError
 from .futures import VideoFuture
+from .lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from .types import VideoScore
 
 RAY_EXTRA = "pip install 'vqa[ray]'"
@@ -141,6 +142,7 @@ class RayScorer:
         from .model import load_model_spec
         from .pipeline import AUTO_BATCH_SIZE, _check_options
 
+        self._lifecycle = Owner("RayScorer")
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
@@ -313,6 +315,7 @@ class RayScorer:
     def submit(self, path, split: bool = False) -> Future:
         from .pipeline import _path
 
+        self._lifecycle.check()
         path = path if isinstance(path, str) else _path(path)
         future: Future = VideoFuture()
         with self._lock:
@@ -326,6 +329,10 @@ class RayScorer:
         return self.submit(path, split=True).result()
 
     def close(self) -> None:
+        if not self._lifecycle.here:  # a forked child's copy: the actors and thread are the parent's
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -346,6 +353,7 @@ class RayScorer:
     # -- the dispatcher thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        mark_engine_thread()
         try:
             while not self._stop:
                 self._take()
