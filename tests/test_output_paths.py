@@ -223,3 +223,14 @@ def test_after_a_full_disk_the_output_holds_only_whole_records(tmp_path):
 def test_a_db_name_sqlite_cannot_extend_is_refused_saying_why(fake, folder, tmp_path):
     result = invoke("score", folder, "--output", tmp_path / "r.jsonl", "--db", tmp_path / ("d" * 250))
     assert result.exit_code == 2 and "too long" in result.output and "-journal" in result.output
+
+
+def test_a_link_planted_at_the_derived_job_store_name_is_refused(fake, folder, tmp_path):
+    victim = tmp_path / "victim.db"
+    victim.write_bytes(b"")  # empty: a store would be made in it through the link
+    out = tmp_path / "r.jsonl"
+    os.symlink(victim, default_db_path(str(out)))
+    result = invoke("score", folder, "--output", out)
+    assert result.exit_code == 2 and "symbolic link" in result.output, result.output
+    assert victim.read_bytes() == b""
+    assert invoke("score", folder, "--output", out, "--db", victim).exit_code == 0  # chosen: followed

@@ -229,7 +229,8 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
     # No videos at all (an empty upload folder) is a job with nothing to do, not a mistake:
     # the output is written empty (the formats' empty document) and the status is 0.
     inputs = expand_inputs(paths, patterns=patterns, warn=warn)
-    if db is None and to_file:
+    derived_db = db is None and to_file
+    if derived_db:
         db = default_db_path(output)
     collision = outputs.collision(output if to_file else None, db, inputs)
     if collision is None and report is not None:
@@ -257,7 +258,7 @@ def _score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, fra
     collected = [] if report is not None else None
     with ExitStack() as stack:
         try:
-            store = stack.enter_context(JobStore(db)) if db else None
+            store = stack.enter_context(JobStore(db, follow_links=not derived_db)) if db else None
             scorer = stack.enter_context(_make_scorer(**options))
         except VQAError as e:
             if _debug():

@@ -15,6 +15,7 @@ last commits, which would then be scored again).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -111,7 +112,9 @@ class JobStore:
     is left beside it. A file that is not a vqa store of this version is refused before
     anything is written to it: no journal mode is changed, no table is made."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, follow_links: bool = True):
+        """``follow_links=False`` for a name vqa derived (OUTPUT.vqa.db): a link planted there
+        is refused, never written through, as at every other name vqa makes."""
         self.path = path
         self._db = None
         from vqa.outputs import derived_path
@@ -121,8 +124,12 @@ class JobStore:
                              "name (255 bytes); pass a shorter --db")
         created = not os.path.lexists(path)
         try:
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                                    | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)), 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UsageError(f"{path} is a symbolic link: the job store beside the output is never "
+                                 "written through a link; remove it, or pass --db") from None
             raise UsageError(f"cannot write the job store {path}: {e.strerror}") from None
         try:
             if not stat.S_ISREG(os.fstat(self._lock_fd).st_mode):
