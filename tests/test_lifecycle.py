@@ -149,3 +149,29 @@ def test_dropped_scorers_are_released_with_a_resource_warning(clip, workers):
     assert mapped_segments(os.getpid()) <= before_rings  # rings unmapped (and unlinked)
     assert _threads() == before_threads
     assert len(os.listdir("/proc/self/fd")) <= before_fds + 2  # descriptors back (a cache may keep one)
+
+
+DEFAULT_IN_CHILD = textwrap.dedent("""
+    import os, sys
+    import vqa
+
+    if __name__ == "__main__":
+        clip = sys.argv[1]
+        options = dict(workers=1, threads=1, frames=8)
+        print("parent", vqa.score(clip, **options).status, flush=True)
+        pid = os.fork()
+        if pid == 0:
+            print("child", vqa.score(clip, **options).status, flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print("parent", vqa.score(clip, **options).status, flush=True)
+""")
+
+
+def test_vqa_score_in_a_forked_child_makes_its_own_default_scorer(clip, tmp_path):
+    script = tmp_path / "default.py"
+    script.write_text(DEFAULT_IN_CHILD)
+    proc = subprocess.run([sys.executable, str(script), clip], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["parent", "ok", "child", "ok", "parent", "ok"], proc.stdout + proc.stderr
