@@ -7,18 +7,15 @@ import csv
 import io
 import json
 import os
-import pty
 import re
-import select
-import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from click.testing import CliRunner
 from fakes import FakeScorer, touch
 from synthetic_records import synthetic_records
+from terminal import on_a_terminal
 
 from vqa import cli
 from vqa.report import CSV_COLUMNS
@@ -111,27 +108,9 @@ def test_the_progress_bars_counts_include_the_video_it_counts(tmp_path):
     folder = tmp_path / "in"
     for k in range(6):
         touch(folder / (f"clip{k}_bad.mp4" if k % 3 == 2 else f"clip{k}.mp4"))
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_JOB.format(tests=TESTS), "score", str(folder),
-                             "--output", str(tmp_path / "r.jsonl")],
-                            stdout=subprocess.DEVNULL, stderr=secondary, cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
-    os.close(secondary)
-    seen, deadline = b"", time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if not select.select([primary], [], [], 1.0)[0]:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    proc.wait(timeout=10)
-    os.close(primary)
-    drawn = re.findall(r"(\d+)/6 \[[^\]]*ok=(\d+) failed=(\d+)", seen.decode(errors="replace"))
+    _, seen = on_a_terminal([sys.executable, "-c", SLOW_JOB.format(tests=TESTS), "score", str(folder),
+                             "--output", str(tmp_path / "r.jsonl")], cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
+    drawn = re.findall(r"(\d+)/6 \[[^\]]*ok=(\d+) failed=(\d+)", seen)
     assert len(drawn) >= 3, seen
     for n, ok, failed in drawn:  # every drawing: the bar's count is ok + failed
         assert int(n) == int(ok) + int(failed), drawn
