@@ -284,12 +284,15 @@ class Scorer:
         # now, and say so as an unclosed file does (ResourceWarning: shown with -W default, -X dev).
         if getattr(self, "_closed", True) or not self._lifecycle.here:
             return
-        warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
-                      source=self)
-        if on_engine_thread():  # collected on an engine's thread: it cannot join itself
-            threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
-        else:
-            self.close()
+        try:
+            warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
+                          source=self)
+            if on_engine_thread():  # collected on an engine's thread: it cannot join itself
+                threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
+            else:
+                self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be half torn down
+            pass
 
     def __enter__(self) -> Scorer:
         return self
