@@ -136,7 +136,7 @@ def test_a_multibyte_name_is_shortened_on_a_character_boundary(tmp_path):
 SLOW_JOB = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
-    import vqa.cli
+    import vqa.cli.score
     from fakes import FakeScorer
 
     class Slow(FakeScorer):
@@ -144,7 +144,7 @@ SLOW_JOB = textwrap.dedent("""
             time.sleep(0.2)
             return super().submit(p)
 
-    vqa.cli._make_scorer = Slow
+    vqa.cli.score._make_scorer = Slow
     vqa.cli.main(sys.argv[1:])
 """)
 
@@ -181,7 +181,7 @@ def test_a_killed_runs_leftover_is_not_taken_for_a_live_job(fake, folder, tmp_pa
 FULL_DISK = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
-    import vqa.cli
+    import vqa.cli.score
     from fakes import FakeScorer
     from vqa.types import VideoScore
 
@@ -191,7 +191,7 @@ FULL_DISK = textwrap.dedent("""
             future.result().warnings.append("w" * 1500)
             return future
 
-    vqa.cli._make_scorer = Wordy
+    vqa.cli.score._make_scorer = Wordy
     vqa.cli.main(sys.argv[1:])
 """)
 

@@ -67,7 +67,7 @@ def test_no_rate_when_nothing_was_decoded(fake, tmp_path):
 
 
 def test_a_rate_counts_only_the_videos_decoded_now(monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "_make_scorer", Decoding)
+    monkeypatch.setattr(cli.score, "_make_scorer", Decoding)
     folder = tmp_path / "in"
     for name in ["a.mp4", "b.mp4", "c_bad.mp4"]:
         touch(folder / name)
@@ -91,7 +91,7 @@ def test_counts_agree_with_their_nouns(fake, tmp_path):
 SLOW_JOB = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
-    import vqa.cli
+    import vqa.cli.score
     from fakes import FakeScorer
 
     class Slow(FakeScorer):
@@ -99,7 +99,7 @@ SLOW_JOB = textwrap.dedent("""
             time.sleep(0.3)  # each video long enough for the bar to be drawn
             return super().submit(p)
 
-    vqa.cli._make_scorer = Slow
+    vqa.cli.score._make_scorer = Slow
     vqa.cli.main(sys.argv[1:])
 """)
 

@@ -41,6 +41,13 @@ class Input:
     error: tuple[str, str] | None = None
 
 
+def path_arg(path: object) -> str:
+    """One path as a str; anything else is a TypeError (a list of paths is not one path)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
+
+
 def is_video_file(name: str) -> bool:
     return os.path.splitext(name)[1][1:].lower() in VIDEO_EXTENSIONS
 
