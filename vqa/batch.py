@@ -28,7 +28,7 @@ from .preprocess import VIEW
 
 SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
 
-VIEW_SHAPE = (VIEW, VIEW, 3)
+VIEW_SHAPE = (VIEW, VIEW, 3)  # the training geometry's view; a ring is made for its model's (view=)
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,18 @@ class RingSpec:
     name: str
     slots: int
     batch_size: int
+    view: int = VIEW  # the model's view side (vqa.preprocess.Geometry.view)
 
     @property
     def slot_shape(self) -> tuple[int, ...]:
-        return (self.batch_size, *VIEW_SHAPE)
+        return (self.batch_size, self.view, self.view, 3)
 
 
 class BatchRing:
     """The consumer's side: owns the segment and the free-slot queue."""
 
-    def __init__(self, *, slots: int, batch_size: int):
-        size = slots * batch_size * int(np.prod(VIEW_SHAPE))
+    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW):
+        size = slots * batch_size * view * view * 3
         try:
             self._shm = shared_memory.SharedMemory(create=True, size=size)
         except OSError as e:
@@ -59,7 +60,7 @@ class BatchRing:
             self._shm.close()
             self._shm.unlink()
             raise
-        self.spec = RingSpec(self._shm.name, slots, batch_size)
+        self.spec = RingSpec(self._shm.name, slots, batch_size, view)
         self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
