@@ -66,8 +66,9 @@ FORK = textwrap.dedent("""
         alive = all(os.path.exists(f"/proc/{p}") for p in pids)
         ring_there = os.path.exists(f"/dev/shm/{ring}")
         after = scorer.score(clip)
-        print(json.dumps({"first": first, "said": said, "workers_alive": alive, "same_workers": scorer._pool.pids == pids,
-                          "ring": ring_there, "after": after.status, "error": after.error}))
+        print(json.dumps({"first": first, "said": said, "workers_alive": alive,
+                          "same_workers": scorer._pool.pids == pids, "ring": ring_there,
+                          "after": after.status, "error": after.error}))
         scorer.close()
 """)
 

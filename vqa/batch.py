@@ -92,7 +92,8 @@ def shm_shortage(size: int, exc: OSError | None = None) -> str:
     """The run's error when the ring does not fit: what it needs, and what /dev/shm has."""
     try:
         st = os.statvfs(SHM_DIR)
-        have = f"{SHM_DIR} has {st.f_bavail * st.f_frsize / 2**20:.0f} MiB free of {st.f_blocks * st.f_frsize / 2**20:.0f} MiB"
+        free_mib, size_mib = st.f_bavail * st.f_frsize / 2**20, st.f_blocks * st.f_frsize / 2**20
+        have = f"{SHM_DIR} has {free_mib:.0f} MiB free of {size_mib:.0f} MiB"
     except OSError:
         have = f"{SHM_DIR} cannot be read"
     why = f" ({exc.strerror})" if exc is not None and exc.strerror else ""

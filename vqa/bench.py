@@ -474,7 +474,8 @@ def _engine_report(result: dict) -> list[str]:
                      f"`vqa score CLIP --quiet` took {s['cli_wall_s']:.2f} s in all")
     if "concurrency" in result:
         c = result["concurrency"]
-        lines += ["", f"Threads sharing one Scorer ({counted(c['videos'], 'video')}, {counted(c['workers'], 'worker')}): one score_many "
+        sharing = f"{counted(c['videos'], 'video')}, {counted(c['workers'], 'worker')}"
+        lines += ["", f"Threads sharing one Scorer ({sharing}): one score_many "
                       f"{c['score_many_s']:.2f} s, {c['threads']} threads calling score() {c['threads_s']:.2f} s: "
                       f"{c['threads_over_score_many']:.2f}x its throughput (target {c['target']}); "
                       f"records identical: {c['records_identical']}"]

@@ -174,7 +174,7 @@ class FolderJob:
         # the output is written empty (the format's empty document).
         self.inputs = expand_inputs(paths, patterns=patterns, warn=warn or (lambda _message: None))
         self._derived_db = db is None and self.output is not None  # a name vqa made: never a link
-        self.db = db if not self._derived_db else default_db_path(self.output)
+        self.db = default_db_path(self.output) if db is None and self.output is not None else db
         collision = outputs.collision(self.output, self.db, self.inputs)
         if collision is None and report is not None:
             collision = report_collision(report, [self.output, self.db], self.inputs)

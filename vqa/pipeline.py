@@ -229,8 +229,9 @@ class Scorer:
         if getattr(self, "_closed", True) or not self._lifecycle.here:
             return
         try:
+            # stacklevel 1: a collection has no caller to point at (an unclosed file's is the same)
             warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
-                          source=self)
+                          stacklevel=1, source=self)
             if on_engine_thread():  # collected on an engine's thread: it cannot join itself
                 threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
             else:

@@ -62,8 +62,9 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, repo
           actors_per_node, **option_values):
     """Score each video in PATHS (files, or folders searched recursively).
 
-    Folders are searched for video extensions ({extensions}) in sorted order; symlinked subfolders are not followed, and a linked
-    file that leads outside its folder gets E_BAD_PATH. Every input gets exactly one
+    Folders are searched for video extensions ({extensions}) in sorted order;
+    symlinked subfolders are not followed, and a linked file that leads outside its
+    folder gets E_BAD_PATH. Every input gets exactly one
     record, including paths that do not exist (E_NOT_FOUND).
 
     A progress bar shows on stderr when it is a terminal, and a one-line summary
@@ -86,7 +87,7 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, repo
 
 
 # The extensions a folder walk takes, from the one list (vqa.inputs.VIDEO_EXTENSIONS).
-score.help = score.help.replace("{extensions}", " ".join(sorted(VIDEO_EXTENSIONS)))
+score.help = (score.help or "").replace("{extensions}", " ".join(sorted(VIDEO_EXTENSIONS)))
 
 
 def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patterns, fail_fast, quiet, report,

@@ -71,7 +71,7 @@ def _forget_parents_workers() -> None:
 
     for pool in list(_pools):
         for w in pool._workers:
-            mp_process._children.discard(w.process)  # the set multiprocessing's exit hook walks
+            mp_process._children.discard(w.process)  # type: ignore[attr-defined]  # what its exit hook walks
 
 
 if hasattr(os, "register_at_fork"):
