@@ -85,11 +85,11 @@ def test_construction_error_is_one_clean_line(monkeypatch, tmp_path, error):
     assert result.exception is error
 
 
-def test_no_videos_in_folder_is_usage_error(fake, tmp_path):
-    touch(tmp_path / "notes.txt")
+def test_no_videos_in_folder_is_a_job_with_nothing_to_do(fake, tmp_path):
+    touch(tmp_path / "notes.txt")  # issue 17: an empty upload folder is no mistake (exit 0)
     result = run("score", str(tmp_path))
-    assert result.exit_code == 2
-    assert "no video files found" in result.stderr
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "no video files found" in result.stderr and "vqa: 0 videos" in result.stderr
 
 
 def test_internal_error_mid_run_exit_3(monkeypatch, tmp_path):

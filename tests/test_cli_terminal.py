@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-
 from engine_helpers import stored, wait_until
+from terminal import on_a_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -32,28 +29,8 @@ def command(folder, out) -> list[str]:
 
 
 def test_progress_bar_on_a_terminal_summary_only_in_a_log(folder, tmp_path):
-    primary, secondary = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100"}
-    proc = subprocess.Popen(command(folder, tmp_path / "a.jsonl"), stdout=subprocess.DEVNULL,
-                            stderr=secondary, env=env)
-    os.close(secondary)
-    seen, deadline = b"", time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if not select.select([primary], [], [], 1.0)[0]:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    proc.wait(timeout=10)
-    os.close(primary)
-    text = seen.decode(errors="replace")
-    assert proc.returncode == 0, text
+    returncode, text = on_a_terminal(command(folder, tmp_path / "a.jsonl"), env={**os.environ, "COLUMNS": "100"})
+    assert returncode == 0, text
     assert "8/8" in text and "video/s" in text  # tqdm's count and rate
     assert "vqa: 8 videos: 8 ok" in text
 

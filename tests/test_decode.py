@@ -172,7 +172,7 @@ def test_rotation_is_applied_and_reported(tmp_path, backend, rotation):
     write_clip(tmp_path / "rot.mp4", src, rotation=rotation)
     reader, got = read_all(tmp_path / "rot.mp4", backend)
     assert reader.info.rotation == rotation
-    upright = np.rot90(src, k=-rotation // 90, axes=(1, 2))  # rotation is clockwise
+    upright = np.rot90(src, k=rotation // 90, axes=(1, 2))  # counter-clockwise, as np.rot90 turns
     assert (reader.info.height, reader.info.width) == upright.shape[1:3]
     assert np.abs(np.stack([f.rgb for f in got]).astype(int) - upright).mean() < 8
 

@@ -198,3 +198,20 @@ def test_driver_killed_then_rerun_every_video_once(cluster, folder, tmp_path):
     after = stored(out)
     assert len(after) == 12 and all(after[p] == t for p, t in before.items())  # none scored twice
     assert f"{len(before)} from the job store" in done.stderr.decode()
+
+
+@pytest.mark.slow
+def test_a_ray_run_prints_only_its_summary_and_a_rate_over_the_whole_command(folder, tmp_path):
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VQA_DEBUG")}
+    env["PYTHONPATH"] = REPO
+    clip = str(folder / "clip00.mp4")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "vqa.cli", "score", clip, "--engine", "ray", "--workers", "1"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    wall_s = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vqa: 1 video: 1 ok"), proc.stderr  # no Ray warnings
+    seconds = float(lines[0].split(" processed in ")[1].split(" s")[0])
+    assert seconds >= 0.5 * wall_s  # the command's time, Ray's start-up included

@@ -38,6 +38,7 @@ from .errors import BackendUnavailable, ModelError, UsageError
 from .infer import BACKENDS, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
+from .words import counted
 from .sample import plan_frames
 from .threads import usable_cores
 
@@ -429,9 +430,9 @@ def format_report(result: dict) -> str:
                       f"{c['frame_count']} frames at {c['fps']:g} fps); each measured once"]
         what = {
             "naive": lambda x: "cv2.VideoCapture + fragments + pytorch batch 1, one process",
-            "engine": lambda x: (f"vqa.Scorer as `vqa score` runs it: {x['workers']} workers, openvino "
-                                 f"{x['inference_threads']} threads, batch {x['batch_size']}"),
-            "decode_floor": lambda x: f"pyav, {x['threads']} FFmpeg threads, to RGB only",
+            "engine": lambda x: (f"vqa.Scorer as `vqa score` runs it: {counted(x['workers'], 'worker')}, openvino "
+                                 f"{counted(x['inference_threads'], 'thread')}, batch {x['batch_size']}"),
+            "decode_floor": lambda x: f"pyav, {counted(x['threads'], 'FFmpeg thread')}, to RGB only",
             "infer_floor": lambda x: f"openvino fp32 batch {x['batch_size']}, views in memory",
         }
         rows = []
@@ -473,7 +474,8 @@ def _engine_report(result: dict) -> list[str]:
                      f"`vqa score CLIP --quiet` took {s['cli_wall_s']:.2f} s in all")
     if "concurrency" in result:
         c = result["concurrency"]
-        lines += ["", f"Threads sharing one Scorer ({c['videos']} videos, {c['workers']} workers): one score_many "
+        sharing = f"{counted(c['videos'], 'video')}, {counted(c['workers'], 'worker')}"
+        lines += ["", f"Threads sharing one Scorer ({sharing}): one score_many "
                       f"{c['score_many_s']:.2f} s, {c['threads']} threads calling score() {c['threads_s']:.2f} s: "
                       f"{c['threads_over_score_many']:.2f}x its throughput (target {c['target']}); "
                       f"records identical: {c['records_identical']}"]

@@ -47,8 +47,10 @@ class ErrorCode(_Code):
                   "a file found in a folder that leads outside it, when walked or when opened; a path "
                   "longer than `PATH_MAX`; a URL")
     E_NOT_VIDEO = ("E_NOT_VIDEO", "not a container FFmpeg may open: unknown bytes, a directory, a format off "
-                   "the whitelist (playlists, concat scripts, still images), or an MP4 cut before its index")
-    E_NO_VIDEO_STREAM = "E_NO_VIDEO_STREAM", "a container with no video stream, e.g. audio only"
+                   "the whitelist (playlists, concat scripts, still images), or an MP4 cut before its index; the "
+                   "message says which was found")
+    E_NO_VIDEO_STREAM = ("E_NO_VIDEO_STREAM", "a container with no video stream, e.g. audio only, also with cover "
+                         "art (an attached picture is not a video stream)")
     E_TOO_MANY_PIXELS = ("E_TOO_MANY_PIXELS", "the stream declares a frame over the pixel cap (8192 x 8192, "
                          "about 67 Mpx), refused before any frame is allocated")
     E_ASPECT_RATIO = ("E_ASPECT_RATIO", "the frames have one side more than 32 times the other (e.g. 8192x1), "
@@ -70,6 +72,8 @@ class ErrorCode(_Code):
     E_BACKEND = "E_BACKEND", "a decode or inference backend was asked for but its package is not installed", False
     E_USAGE = "E_USAGE", "options that cannot work together or are out of bounds", False
     E_OUTPUT = "E_OUTPUT", "the output or the job store cannot be written (a full disk, a read-only file system)", False
+    E_RESOURCE = ("E_RESOURCE", "the machine lacks a resource the run needs (shared memory in /dev/shm for the "
+                  "decode workers' ring): the run's error, never a video's", False)
 
 
 class WarningCode(_Code):
@@ -79,8 +83,8 @@ class WarningCode(_Code):
                    "well before the declared duration; the plan then follows what is there")
     W_LENGTH = ("W_LENGTH", "the stream runs past its declared duration, or declares none and is too long to "
                 "count: the plan follows the measured length, or an estimate from the file size")
-    W_ROTATED = ("W_ROTATED", "the file asks for rotation; frames were turned upright, width and height are "
-                 "as displayed")
+    W_ROTATED = ("W_ROTATED", "the file asks for rotation (the message gives it as `video.rotation` does: "
+                 "counter-clockwise, as ffprobe); frames were turned upright, width and height are as displayed")
     W_VARIABLE_FPS = ("W_VARIABLE_FPS", "frame intervals vary; time ranges follow the timestamps, not the "
                       "nominal rate")
     W_SIZE_CHANGED = ("W_SIZE_CHANGED", "the frame size changed mid-stream (PyAV decoder); each frame is "

@@ -170,10 +170,11 @@ class FolderJob:
                  make_scorer: Callable[..., ScorerLike] = _open_scorer):
         self.options, self.fmt, self.retry_failed, self.fail_fast = options, fmt, retry_failed, fail_fast
         self.output = output if output not in (None, "-") else None  # None: stdout
+        # No videos at all (an empty upload folder) is a job with nothing to do, not a mistake:
+        # the output is written empty (the format's empty document).
         self.inputs = expand_inputs(paths, patterns=patterns, warn=warn or (lambda _message: None))
-        if not self.inputs:
-            raise UsageError("no video files to score")
-        self.db = db if db is not None or self.output is None else default_db_path(self.output)
+        self._derived_db = db is None and self.output is not None  # a name vqa made: never a link
+        self.db = default_db_path(self.output) if db is None and self.output is not None else db
         collision = outputs.collision(self.output, self.db, self.inputs)
         if collision is None and report is not None:
             collision = report_collision(report, [self.output, self.db], self.inputs)
@@ -185,7 +186,7 @@ class FolderJob:
         self._stream: TextIO | None = None
 
     def start(self, stack: ExitStack) -> None:
-        self.store = stack.enter_context(JobStore(self.db)) if self.db else None
+        self.store = stack.enter_context(JobStore(self.db, follow_links=not self._derived_db)) if self.db else None
         self.scorer = stack.enter_context(self._make_scorer(self.options, **self._engine))
         try:
             self._stream = stack.enter_context(outputs.open_output(self.output))
@@ -195,7 +196,7 @@ class FolderJob:
     def run(self) -> Iterator[Outcome]:
         if self.scorer is None:
             raise RuntimeError("FolderJob.run() before start()")
-        width = max(len(i.path) for i in self.inputs)
+        width = max((len(i.path) for i in self.inputs), default=0)
         with self._guard(open_writer, self.fmt, self._stream, path_width=width) as writer:  # CSV's header now
             for outcome in run_job(self.scorer, self.inputs, store=self.store, retry_failed=self.retry_failed):
                 self._guard(writer.write, outcome.record)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import itertools
 import os
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
@@ -24,6 +26,7 @@ from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
+from .lifecycle import Owner, on_engine_thread, refuse_on_engine_thread
 from .inputs import path_arg
 from .model import load_model_spec
 from .types import VideoScore
@@ -80,6 +83,8 @@ class Scorer:
             options = ScoreOptions(**kwargs)
         elif kwargs:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
+        self._lifecycle = Owner("Scorer")
+        self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
         resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
         self.options, self.resolved = options, resolved
@@ -88,7 +93,6 @@ class Scorer:
         self.model = self.spec.record(model_files(options.backend, options.precision))  # each record's
         self.config = resolved.record_config()
         self._lock = threading.Lock()
-        self._closed = False
         self.inferencer: Inferencer | None = None
         self._engine: Engine | None = None
         try:
@@ -97,6 +101,7 @@ class Scorer:
             if self.inferencer is not None:
                 self.inferencer.close()
             raise
+        self._closed = False
 
     def _open_inferencer(self):
         o = self.options
@@ -105,11 +110,14 @@ class Scorer:
         return self.inferencer
 
     def _new_engine(self, inferencer):
+        # The engine gets a record maker that does not hold this Scorer: the engine's thread
+        # holds the engine, and nothing it keeps may stop a dropped Scorer from being collected.
+        new_record = functools.partial(_new_record, dict(self.model), dict(self.config))
         if self.workers == 0:
             return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
-                               self._new_record)
+                               new_record)
         # The pool engine starts its workers first, and opens the model while they start.
-        return PoolEngine(self.resolved, self.spec, inferencer, self._new_record)
+        return PoolEngine(self.resolved, self.spec, inferencer, new_record)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -121,6 +129,7 @@ class Scorer:
         ``split=True`` spreads the video over every worker, for the lowest latency when it is
         scored alone (``score`` does that); by default one worker reads it, which keeps the
         cores busiest when many videos are in flight."""
+        self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
         path = path_arg(path)
         with self._lock:
             if self._closed:
@@ -179,7 +188,7 @@ class Scorer:
                 future.cancel()
 
     def _new_record(self, path: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=dict(self.model), config=dict(self.config))
+        return _new_record(self.model, dict(self.config), path)
 
     # -- the engine's parts, for tests and tools -----------------------------------------
 
@@ -196,7 +205,13 @@ class Scorer:
 
     def close(self) -> None:
         """Stop the workers, free the shared memory and the model. Videos still in flight are
-        cancelled. Idempotent."""
+        cancelled. Idempotent. In a forked child it only marks this copy closed: what it holds
+        is the parent's. From a done-callback it raises CallbackError (it would join the thread
+        running the callback); close it from any other thread."""
+        if not self._lifecycle.here:
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -208,6 +223,22 @@ class Scorer:
             if self.inferencer is not None:
                 self.inferencer.close()
 
+    def __del__(self) -> None:
+        # A Scorer dropped without close(): release its workers, ring, descriptors and threads
+        # now, and say so as an unclosed file does (ResourceWarning: shown with -W default, -X dev).
+        if getattr(self, "_closed", True) or not self._lifecycle.here:
+            return
+        try:
+            # stacklevel 1: a collection has no caller to point at (an unclosed file's is the same)
+            warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
+                          stacklevel=1, source=self)
+            if on_engine_thread():  # collected on an engine's thread: it cannot join itself
+                threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
+            else:
+                self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be half torn down
+            pass
+
     def __enter__(self) -> Scorer:
         return self
 
@@ -217,6 +248,22 @@ class Scorer:
 
 _defaults: dict[ScoreOptions, Scorer] = {}
 _defaults_lock = threading.Lock()
+
+
+def _new_record(model: dict, config: dict, path: str) -> VideoScore:
+    return VideoScore(path=path, status="error", model=dict(model), config=dict(config))
+
+
+def _forget_defaults_in_child() -> None:
+    """In a forked child, the parent's default Scorers are the parent's: vqa.score() there makes
+    its own. The lock is new too: another thread may have held it at the fork."""
+    global _defaults_lock
+    _defaults.clear()
+    _defaults_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_defaults_in_child)
 
 
 def default_scorer(**options) -> Scorer:
@@ -237,7 +284,8 @@ def _close_defaults() -> None:
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
-        scorer.close()
+        if scorer._lifecycle.here:
+            scorer.close()
 
 
 def score(path: PathArg, **options) -> VideoScore:

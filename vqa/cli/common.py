@@ -19,7 +19,8 @@ EXIT_CODES_HELP = """\\b
 Exit status:
   0  every video was scored
   1  some videos failed; each still has a record with status "error"
-  2  usage error: bad option, missing model or backend (nothing scored)
+  2  usage error: bad option, missing model or backend, or a resource the
+     machine lacks (E_RESOURCE: /dev/shm too full); nothing scored
   3  the run stopped early: an internal error, or the output or the job
      store could not be written (E_OUTPUT); records so far are valid and in
      the job store

@@ -9,6 +9,7 @@ import click
 from vqa import outputs
 from vqa.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from vqa.errors import VQAError
+from vqa.words import counted
 
 
 def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) -> None:
@@ -31,7 +32,7 @@ def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) 
         if bar is not None:
             bar.close()
     if not quiet:
-        click.echo(f"vqa: report of {len(records)} videos written to {out}", err=True)
+        click.echo(f"vqa: report of {counted(len(records), 'video')} written to {out}", err=True)
 
 
 @click.command("report")
@@ -64,6 +65,9 @@ def report(results, out, thumbnails, quiet):
         sys.exit(EXIT_USAGE)
     try:
         write_html(records, out, thumbnails=thumbnails, quiet=quiet, source=f"from {os.fsdecode(results)}")
+    except VQAError as e:  # another job writes it, or it is no file to write
+        click.echo(f"error: {e.code}: {e.message}", err=True)
+        sys.exit(EXIT_USAGE)
     except OSError as e:
         click.echo(f"error: E_OUTPUT: cannot write {out}: {e.strerror}", err=True)
         sys.exit(EXIT_INTERNAL)

@@ -14,8 +14,10 @@ from vqa.cli.common import (EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT
 from vqa.cli.report import write_html
 from vqa.config import ENGINES, ScoreOptions
 from vqa.errors import VQAError
-from vqa.job import STORED, FolderJob, Outcome
+from vqa.inputs import VIDEO_EXTENSIONS
+from vqa.job import SCORED, STORED, FolderJob, Outcome
 from vqa.report import FORMATS
+from vqa.words import counted
 
 
 def _make_scorer(options: ScoreOptions, **engine):
@@ -60,9 +62,9 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, repo
           actors_per_node, **option_values):
     """Score each video in PATHS (files, or folders searched recursively).
 
-    Folders are searched for video extensions (mp4 mov mkv webm avi m4v ts mpg mpeg
-    wmv flv 3gp y4m) in sorted order; symlinked subfolders are not followed, and a linked
-    file that leads outside its folder gets E_BAD_PATH. Every input gets exactly one
+    Folders are searched for video extensions ({extensions}) in sorted order;
+    symlinked subfolders are not followed, and a linked file that leads outside its
+    folder gets E_BAD_PATH. Every input gets exactly one
     record, including paths that do not exist (E_NOT_FOUND).
 
     A progress bar shows on stderr when it is a terminal, and a one-line summary
@@ -84,8 +86,13 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, repo
             signal.signal(sig, handler)
 
 
+# The extensions a folder walk takes, from the one list (vqa.inputs.VIDEO_EXTENSIONS).
+score.help = (score.help or "").replace("{extensions}", " ".join(sorted(VIDEO_EXTENSIONS)))
+
+
 def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patterns, fail_fast, quiet, report,
            thumbnails, engine, actors_per_node):
+    started = time.monotonic()  # the summary's time is the command's, start-up included
     to_file = output not in (None, "-")
     if fmt is None:
         fmt = "table" if not to_file and sys.stdout.isatty() else "jsonl"
@@ -109,7 +116,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
             if debug():
                 raise
             fail(e.code, e.message, EXIT_USAGE)
-        tally = Tally(len(job.inputs), with_store=job.store is not None)
+        tally = Tally(len(job.inputs), with_store=job.store is not None, started=started)
         # Progress only where a person watches stderr and the results are not on that screen.
         show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
         progress = stack.enter_context(_progress(len(job.inputs), show_progress))
@@ -118,8 +125,9 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
                 if collected is not None:
                     collected.append(outcome.record)
                 tally.add(outcome)
-                progress.update(1)
+                # The counts first: update() draws the bar, and must draw this video's.
                 progress.set_postfix_str(tally.postfix(), refresh=False)
+                progress.update(1)
         except BrokenPipeError:
             # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -139,6 +147,8 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         if report is not None:
             try:
                 write_html(collected, report, thumbnails=thumbnails, quiet=quiet, source="vqa score")
+            except VQAError as e:  # another job writes it, or it is no file to write
+                fail(e.code, e.message, EXIT_USAGE)
             except OSError as e:
                 fail("E_OUTPUT", f"cannot write {report}: {e.strerror}", EXIT_INTERNAL)
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
@@ -153,15 +163,18 @@ def _terminate(signum, _frame):
 class Tally:
     """Counts for the progress bar and the closing summary."""
 
-    def __init__(self, total: int, with_store: bool = False):
+    def __init__(self, total: int, with_store: bool = False, started: float | None = None):
         self.total, self.ok, self.failed, self.stored = total, 0, 0, 0
+        self.decoded = 0  # scored now with frames decoded: the work a rate is measured over
         self.with_store = with_store
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
 
     def add(self, outcome: Outcome) -> None:
         self.ok += outcome.ok
         self.failed += not outcome.ok
         self.stored += outcome.source == STORED
+        frames = outcome.record.get("frames") if isinstance(outcome.record, dict) else None
+        self.decoded += outcome.source == SCORED and bool((frames or {}).get("decoded"))
 
     def postfix(self) -> str:
         stored = f" stored={self.stored}" if self.with_store else ""
@@ -169,18 +182,20 @@ class Tally:
 
     def summary(self, stopped: bool = False) -> str:
         """E.g. "vqa: 50 videos: 43 ok, 7 failed; 40 from the job store, 10 processed in 3.1 s,
-        193.5 videos/min". ok + failed are all the videos; from the store + processed too."""
+        193.5 videos/min". ok + failed are all the videos; from the store + processed too.
+        The time is the command's, start-up included; the rate counts only the videos whose
+        frames were decoded now (none: no rate), so a run of failed checks claims no speed."""
         elapsed = time.monotonic() - self.started
         done = self.ok + self.failed
         processed = done - self.stored  # scored now, or failed their checks now
-        noun = "video" if self.total == 1 else "videos"
-        head = f"{done} of {self.total} {noun}" if done < self.total or stopped else f"{done} {noun}"
+        head = (f"{done} of {counted(self.total, 'video')}" if done < self.total or stopped
+                else counted(done, "video"))
         text = f"vqa: {'interrupted, ' if stopped else ''}{head}: {self.ok} ok, {self.failed} failed; "
         if self.with_store:
             text += f"{self.stored} from the job store, "
         text += f"{processed} processed in {elapsed:.1f} s"
-        if processed and elapsed > 0:
-            text += f", {processed / elapsed * 60:.1f} videos/min"
+        if self.decoded and elapsed > 0:
+            text += f", {self.decoded / elapsed * 60:.1f} videos/min"
         return text
 
 

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from vqa.errors import InputError, UsageError
-from vqa.files import fingerprint, has_proc_fd, open_input
+from vqa.files import bad_path, fingerprint, has_proc_fd, missing, open_input
 from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
@@ -70,10 +70,13 @@ VFR_MAX_INTERVALS = 4096
 def check_input_path(path: str) -> None:
     """Raise InputError with a stable code for what can be told before any demuxer runs.
     (Readers open the file with ``vqa.files.open_input``, which checks the opened descriptor.)"""
+    problem = bad_path(path)
+    if problem is not None:
+        raise problem
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND") from None
+        raise missing(path) from None
     except PermissionError:
         raise InputError(f"cannot access {path!r}: permission denied", code="E_UNREADABLE") from None
     except OSError as exc:

@@ -26,6 +26,7 @@ class Engine:
 # Engines still open when the interpreter exits are closed first, so that their threads do
 # not run on while modules are torn down. atexit runs the last hook registered first, and
 # multiprocessing.util registers its own when first imported: imported above, it is older.
+# Only the process that made an engine closes it: a forked child exiting leaves the parent's alone.
 _live: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
@@ -36,6 +37,9 @@ def register(engine: Engine) -> None:
 @atexit.register
 def _close_live() -> None:
     for engine in list(_live):
+        lifecycle = getattr(engine, "_lifecycle", None)
+        if lifecycle is not None and not lifecycle.here:
+            continue
         try:
             engine.close()
         except Exception:  # noqa: BLE001 - exiting anyway

@@ -6,6 +6,7 @@ from ..aggregate import timeline as frame_timeline
 from ..codes import ErrorCode, WarningCode
 from ..errors import InputError
 from ..types import SamplePlan, VideoInfo, VideoScore
+from ..words import counted
 
 # Reading every frame, fewer frames than the container declares is truncation; this slack
 # allows for edit lists and encoder delay, which can hide a frame or two.
@@ -33,7 +34,8 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
     """``last_run``: frames found for the plan's last run, the one that may read to the end."""
     out = []
     if decode_errors:
-        out.append(WarningCode.W_CORRUPT_FRAMES.say(f"{decode_errors} packets or frames failed to decode"))
+        out.append(WarningCode.W_CORRUPT_FRAMES.say(
+            f"{counted(decode_errors, 'packet or frame', 'packets or frames')} failed to decode"))
     sampled, wanted = record.frames["sampled"], sum(r.count for r in plan.runs)
     # A run short of frames within its stretch is a sparse stretch of a variable-frame-rate
     # clip; only a stream that ends before the last run is filled is truncated.
@@ -45,7 +47,8 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
         out.append(WarningCode.W_TRUNCATED.say(
             f"{sampled} of the {info.frame_count} frames the file declares were found"))
     if info.rotation:
-        out.append(WarningCode.W_ROTATED.say(f"frames turned {info.rotation} degrees as the file asks"))
+        out.append(WarningCode.W_ROTATED.say(f"the file asks for a {info.rotation} degree counter-clockwise turn "
+                                             "(ffprobe's rotation); frames were turned upright"))
     # Segments of one video read by several workers can each notice the same thing: keep the first.
     seen = {w.split(":", 1)[0] for w in out}
     for w in reader_warnings:

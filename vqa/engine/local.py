@@ -15,7 +15,9 @@ from ..codes import ErrorCode
 from ..config import Resolved
 from ..decode import open_video
 from ..errors import VQAError
+from ..futures import VideoFuture
 from ..infer import Inferencer
+from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..limits import out_of_memory
 from ..model import ModelSpec
 from ..sample import plan_frames
@@ -79,6 +81,7 @@ class LocalEngine(Engine):
     def __init__(self, options: Resolved, spec: ModelSpec, inferencer: Inferencer,
                  new_record: Callable[[str], VideoScore]):
         self._options, self._spec, self._inferencer, self._new_record = options, spec, inferencer, new_record
+        self._lifecycle = Owner("Scorer")
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="vqa-engine", daemon=True)
         self._closed = False
@@ -86,13 +89,15 @@ class LocalEngine(Engine):
         register(self)
 
     def submit(self, path: str, split: bool = False) -> Future:
-        future: Future = Future()
+        self._lifecycle.check()
+        future: Future = VideoFuture()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
         self._requests.put((path, future))
         return future
 
     def _run(self) -> None:
+        mark_engine_thread()
         while True:
             item = self._requests.get()
             if item is None:
@@ -111,6 +116,10 @@ class LocalEngine(Engine):
     def close(self) -> None:
         if self._closed:
             return
+        if not self._lifecycle.here:  # a forked child's copy: the thread is the parent's
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         self._closed = True
         self._requests.put(None)
         self._thread.join()  # the video in hand finishes: a decoder thread cannot be interrupted

@@ -24,7 +24,9 @@ from ..batch import BatchRing
 from ..codes import ErrorCode
 from ..config import Resolved
 from ..errors import InputError
+from ..futures import VideoFuture
 from ..infer import Inferencer
+from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s
 from ..model import ModelSpec
 from ..sample import plan_frames, split_plan
@@ -85,6 +87,7 @@ class PoolEngine(Engine):
         the workers start: the model compiles meanwhile), then wait for every worker to be
         ready. Whatever fails on the way, what was started here is stopped and freed again."""
         self.o, self._decision, self._new_record = options, spec.decision, new_record
+        self._lifecycle = Owner("Scorer")
         self.pool, self.ring = start_workers(options, spec)
         try:
             self.inferencer = inferencer() if callable(inferencer) else inferencer
@@ -118,7 +121,8 @@ class PoolEngine(Engine):
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path: str, split: bool = False) -> Future:
-        future: Future = Future()
+        self._lifecycle.check()
+        future: Future = VideoFuture()
         with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
             if self._finished:
                 if self.broken is None:
@@ -147,6 +151,10 @@ class PoolEngine(Engine):
     def close(self) -> None:
         if self._stop:
             return
+        if not self._lifecycle.here:  # a forked child's copy: workers, ring and thread are the parent's
+            self._stop = True
+            return
+        refuse_on_engine_thread("close()")
         self._stop = True
         self._wake()
         self._thread.join()
@@ -163,6 +171,7 @@ class PoolEngine(Engine):
     # -- the dispatcher thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        mark_engine_thread()
         try:
             while not self._stop:
                 self._drain_wake()

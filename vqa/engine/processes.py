@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -60,6 +61,23 @@ class _Worker:
     blocked_total_s: float = 0.0
 
 
+# Pools alive in this process. In a forked child their workers are still listed as children by
+# multiprocessing, whose exit hook would SIGTERM them (they are the parent's): the child forgets them.
+_pools: weakref.WeakSet = weakref.WeakSet()
+
+
+def _forget_parents_workers() -> None:
+    import multiprocessing.process as mp_process
+
+    for pool in list(_pools):
+        for w in pool._workers:
+            mp_process._children.discard(w.process)  # type: ignore[attr-defined]  # what its exit hook walks
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_workers)
+
+
 class WorkerPool:
     """The parent's side: starts the workers, hands tasks to ready ones, notices deaths and
     overruns.
@@ -81,6 +99,8 @@ class WorkerPool:
                  memory_mb: int | None = None, geometry: Geometry = TRAINING):
         self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
         self._geometry = geometry  # the model's (vqa.model.ModelSpec.preprocessing)
+        self._pid = os.getpid()
+        _pools.add(self)
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
@@ -258,6 +278,9 @@ class WorkerPool:
         return self._overrun()
 
     def close(self) -> None:
+        if os.getpid() != self._pid:  # a forked child's copy: the workers are the parent's children
+            self._workers.clear()
+            return
         for w in self._workers:
             if w.task_id is not None:  # busy: it would read the stop only after its task
                 w.process.kill()

@@ -45,7 +45,9 @@ from typing import Any
 from ..codes import ErrorCode
 from ..config import ScoreOptions
 from ..errors import BackendUnavailable, UsageError, VQAError
+from ..futures import VideoFuture
 from ..inputs import path_arg
+from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..types import VideoScore
 
 RAY_EXTRA = "pip install 'vqa[ray]'"
@@ -147,6 +149,7 @@ class RayScorer:
             options = ScoreOptions(**kwargs)
         elif kwargs:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
+        self._lifecycle = Owner("RayScorer")
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
@@ -196,8 +199,12 @@ class RayScorer:
             path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
             runtime_env = {"env_vars": {"PYTHONPATH": path}}
         debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
+        # Ray's own warnings (its token authentication notice, on every run) are for whoever
+        # runs the cluster; a vqa user sees them with VQA_DEBUG=1. Errors still show.
+        level = logging.INFO if debug else logging.ERROR
+        logging.getLogger("ray").setLevel(level)
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
-                      logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
+                      logging_level=level, include_dashboard=False)
         try:
             self._ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError, RuntimeError) as e:
@@ -307,8 +314,9 @@ class RayScorer:
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path, split: bool = False) -> Future:
+        self._lifecycle.check()
         path = path if isinstance(path, str) else path_arg(path)
-        future: Future = Future()
+        future: Future = VideoFuture()
         with self._lock:
             if self._closed or self.broken is not None:
                 raise RuntimeError("this Scorer is closed" if self._closed else f"the Ray engine failed: {self.broken}")
@@ -324,6 +332,10 @@ class RayScorer:
         return self.submit(path, split=True).result()
 
     def close(self) -> None:
+        if not self._lifecycle.here:  # a forked child's copy: the actors and thread are the parent's
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -344,6 +356,7 @@ class RayScorer:
     # -- the dispatcher thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        mark_engine_thread()
         try:
             while not self._stop:
                 self._take()
