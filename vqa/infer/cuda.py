@@ -9,6 +9,8 @@ the channel order happen inside the graph.
 """
 from __future__ import annotations
 
+import collections
+import queue
 import threading
 
 import numpy as np
@@ -20,6 +22,7 @@ from .buckets import BUCKETS, fill_bucket, plan_chunks
 from .network import OUTPUTS, QualityNet
 
 WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
+SLOTS = 2  # pinned buffers per bucket: one filling while the GPU runs the other
 
 
 def cuda_problem() -> str | None:
@@ -35,15 +38,25 @@ def cuda_problem() -> str | None:
     return None
 
 
-class _BucketGraph:
-    """One bucket's pinned input, device tensors and captured graph."""
+class _Pinned:
+    """One in-flight batch's pinned host buffers; ``free`` is held from fill until collected."""
 
-    def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream):
+    def __init__(self, size: int, view: int):
         self.host_in = torch.empty((size, view, view, 3), dtype=torch.uint8).pin_memory()
         self.host_np = self.host_in.numpy()
-        self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
         self.host_out = torch.empty((size, OUTPUTS), dtype=torch.float32).pin_memory()
         self.done = torch.cuda.Event()
+        self.free = threading.Semaphore(1)
+
+
+class _BucketGraph:
+    """One bucket's device tensors, captured graph and ``SLOTS`` pinned buffers: while the GPU
+    runs one batch, the next is filled into the other buffer."""
+
+    def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream):
+        self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
+        self._next = 0
+        self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
 
         def forward() -> torch.Tensor:
             x = self.dev_in.permute(0, 3, 1, 2).float()
@@ -51,23 +64,44 @@ class _BucketGraph:
             with torch.autocast("cuda", dtype=torch.float16, enabled=fp16, cache_enabled=False):
                 return net(x).float()
 
+        stream.wait_stream(torch.cuda.current_stream(device))  # dev_in and the weights are ready
         with torch.cuda.stream(stream), torch.inference_mode():
             for _ in range(WARMUP_RUNS):
                 forward()
             stream.synchronize()
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=stream):
+            # thread_local: another thread's CUDA call during capture does not invalidate it.
+            with torch.cuda.graph(self.graph, stream=stream, capture_error_mode="thread_local"):
                 self.dev_out = forward()
+        stream.synchronize()
 
-    def run(self, views: np.ndarray, stream) -> np.ndarray:
-        n = fill_bucket(self.host_np, views)
-        with torch.cuda.stream(stream):
-            self.dev_in.copy_(self.host_in, non_blocking=True)
-            self.graph.replay()
-            self.host_out.copy_(self.dev_out, non_blocking=True)
-            self.done.record(stream)
-        self.done.synchronize()
-        return self.host_out.numpy()[:n].copy()
+    def enqueue(self, views: np.ndarray, stream) -> tuple[_Pinned, int]:
+        """Fill a free pinned buffer and queue copy in, replay, copy out on ``stream``; the
+        caller collects ``slot.host_out`` after ``slot.done`` and releases ``slot.free``."""
+        slot = self.slots[self._next]
+        self._next = (self._next + 1) % len(self.slots)
+        slot.free.acquire()  # its previous batch has been collected
+        try:
+            n = fill_bucket(slot.host_np, views)
+            with torch.cuda.stream(stream):
+                # Same stream: this copy waits for the previous replay, which has read dev_in.
+                self.dev_in.copy_(slot.host_in, non_blocking=True)
+                self.graph.replay()
+                slot.host_out.copy_(self.dev_out, non_blocking=True)
+                slot.done.record(stream)
+        except BaseException:
+            slot.free.release()
+            raise
+        return slot, n
+
+
+def _collect_one(slot: _Pinned, n: int) -> np.ndarray:
+    """Wait for ``slot``'s batch, copy its ``n`` real rows out, free the slot."""
+    try:
+        slot.done.synchronize()
+        return slot.host_out.numpy()[:n].copy()
+    finally:
+        slot.free.release()
 
 
 class CUDAInferencer(Inferencer):
@@ -82,7 +116,9 @@ class CUDAInferencer(Inferencer):
         self.buckets = tuple(sorted(buckets))
         self._view = spec.view_size
         self._graphs: dict[int, _BucketGraph] = {}
-        self._lock = threading.Lock()  # one batch at a time owns the pinned buffers
+        self._lock = threading.Lock()  # graphs are captured and batches queued one at a time
+        self._pending: queue.Queue = queue.Queue()  # (slot, rows, done) in submission order; None: stop
+        self._collector: threading.Thread | None = None
         try:
             self._device = torch.device("cuda", torch.cuda.current_device())
             state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
@@ -103,18 +139,79 @@ class CUDAInferencer(Inferencer):
                                                         self.precision == "fp16", self._device, self._stream)
         return graph
 
-    def infer(self, views: np.ndarray) -> np.ndarray:
+    def _check(self, views: np.ndarray) -> np.ndarray:
         views = np.ascontiguousarray(views, dtype=np.uint8)
         if views.ndim != 4 or views.shape[1:] != (self._view, self._view, 3):
             raise ValueError(f"views must be (N, {self._view}, {self._view}, 3) uint8, got {views.shape}")
+        return views
+
+    def submit(self, views, done) -> None:
+        """Queue ``views`` on the GPU and return once they are in pinned memory (``views`` may be
+        reused then); ``done`` gets the outputs from the collecting thread."""
+        whole: np.ndarray | BaseException | None = None
+        try:
+            views = self._check(views)
+            chunks = plan_chunks(len(views), self.buckets) if len(views) else []
+            if len(chunks) != 1:  # empty, or past the largest bucket: rare, run it whole
+                whole = self.infer(views)
+            else:
+                with self._lock:
+                    slot, n = self._graph(chunks[0][2]).enqueue(views, self._stream)
+        except Exception as e:  # handed over like a failure on the GPU would be
+            whole = e
+        if whole is not None:
+            done(whole)
+            return
+        self._start_collector()
+        self._pending.put((slot, n, done))
+
+    def _start_collector(self) -> None:
+        with self._lock:
+            if self._collector is None:
+                self._collector = threading.Thread(target=self._collect, name="vqa-cuda-collect", daemon=True)
+                self._collector.start()
+
+    def _collect(self) -> None:
+        while (item := self._pending.get()) is not None:
+            slot, n, done = item
+            try:
+                out: np.ndarray | BaseException = _collect_one(slot, n)
+            except Exception as e:  # an error on the device surfaces at the sync
+                out = e
+            try:
+                done(out)
+            finally:
+                self._pending.task_done()
+        self._pending.task_done()
+
+    def wait(self) -> None:
+        self._pending.join()
+
+    def infer(self, views: np.ndarray) -> np.ndarray:
+        views = self._check(views)
         if len(views) == 0:
             return np.zeros((0, OUTPUTS), dtype=np.float32)
-        with self._lock:
-            parts = [self._graph(bucket).run(views[start:stop], self._stream)
-                     for start, stop, bucket in plan_chunks(len(views), self.buckets)]
+        queued: collections.deque = collections.deque()
+        parts = []
+        try:
+            for start, stop, bucket in plan_chunks(len(views), self.buckets):
+                with self._lock:
+                    queued.append(self._graph(bucket).enqueue(views[start:stop], self._stream))
+                if len(queued) == SLOTS:  # collect the oldest before its buffer is needed again
+                    parts.append(_collect_one(*queued.popleft()))
+            while queued:
+                parts.append(_collect_one(*queued.popleft()))
+        finally:
+            for slot, _ in queued:  # an enqueue failed: hand back what is still queued
+                slot.done.synchronize()
+                slot.free.release()
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def close(self) -> None:
+        if self._collector is not None:
+            self._pending.put(None)
+            self._collector.join()
+            self._collector = None
         with self._lock:
             self._graphs.clear()
             self._net = None
