@@ -8,8 +8,9 @@ Needs torch with CUDA, NumPy and OpenCV; not PyAV or OpenVINO (videos decode wit
 2. records: each clip scored by ``vqa.Scorer`` (decoder opencv, default sampling) with pytorch
    fp32 on the CPU and cuda fp32 / fp16, the records' scores compared (issue 20's targets:
    fp32 <= 0.1 points for every clip, fp16 <= 1.0 mean);
-3. speed: cuda ``infer()`` views/s at each batch size (graph captured before timing; the
-   pinned copy in and out is inside the timing), target >= 15,000.
+3. consistency: padding to a bucket, chunking past the largest and submit() change no output;
+4. speed: cuda ``infer()`` views/s at each batch size (graph captured before timing; the
+   pinned copy in and out is inside the timing), target >= 15,000, and submit() at 128.
 Writes the JSON to --out and prints it; exits 1 when an agreement target is missed.
 """
 from __future__ import annotations
@@ -83,6 +84,35 @@ def agreement_records(clips: list[Path]) -> dict:
             "fp32": diff(scores["cuda_fp32"], ref), "fp16": diff(scores["cuda_fp16"], ref)}
 
 
+def consistency(spec, views: np.ndarray) -> dict:
+    """Padding, chunking and submit() change no output: max abs difference, cuda fp32."""
+    views = np.resize(views, (600, *views.shape[1:]))
+    with open_inferencer(spec, backend="cuda", precision="fp32") as gpu:
+        whole = gpu.infer(views)  # buckets 512 + 128
+        got: list = [None] * 20
+        for i in range(20):  # 20 batches of 30 in flight through submit()
+            gpu.submit(views[30 * i:30 * (i + 1)], lambda out, i=i: got.__setitem__(i, out))
+        gpu.wait()
+        errors = [repr(g) for g in got if not isinstance(g, np.ndarray)]
+        return {"padded_5_vs_600": float(np.abs(gpu.infer(views[:5]) - whole[:5]).max()),
+                "chunked_vs_32": float(np.abs(gpu.infer(views[:32]) - whole[:32]).max()),
+                "submit_vs_infer": None if errors else float(np.abs(np.concatenate(got) - whole).max()),
+                "submit_errors": errors}
+
+
+def speed_submit(spec, views: np.ndarray, batch: int, seconds: float, precision: str) -> int:
+    """views/s with batches queued through submit(), as the pool engine does."""
+    x = np.resize(views, (batch, *views.shape[1:]))
+    with open_inferencer(spec, backend="cuda", precision=precision) as gpu:
+        gpu.infer(x)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            gpu.submit(x, lambda out: None)
+            n += batch
+        gpu.wait()
+        return round(n / (time.perf_counter() - start))
+
+
 def speed(spec, views: np.ndarray, batches: list[int], seconds: float) -> dict:
     out = {}
     for precision in ("fp32", "fp16"):
@@ -95,6 +125,8 @@ def speed(spec, views: np.ndarray, batches: list[int], seconds: float) -> dict:
                     gpu.infer(x)
                     n += batch
                 out[f"{precision}_batch{batch}"] = round(n / (time.perf_counter() - start))
+    for precision in ("fp32", "fp16"):
+        out[f"{precision}_batch128_submit"] = speed_submit(spec, views, 128, seconds, precision)
     return out
 
 
@@ -112,7 +144,8 @@ def main() -> int:
     views = np.concatenate([clip_views(c, spec.preprocessing) for c in clips])
     result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
               "torch": torch.__version__}
-    parts = {"views": lambda: agreement_views(spec, views), "records": lambda: agreement_records(clips),
+    parts = {"views": lambda: agreement_views(spec, views), "consistency": lambda: consistency(spec, views),
+             "records": lambda: agreement_records(clips),
              "views_per_s": lambda: speed(spec, views, args.batches, args.seconds)}
     for name, part in parts.items():  # one failing part still leaves the others' numbers
         try:

@@ -36,6 +36,10 @@ INSTALL_HINTS = {
 }
 
 
+# A backend whose package needs another build than the package's hint gives.
+BACKEND_HINTS = {"cuda": "a CUDA build of torch, as https://pytorch.org/get-started/locally/ gives for your driver"}
+
+
 def install_hint(package: str) -> str:
     return INSTALL_HINTS.get(package, f"pip install {package}")
 
@@ -80,13 +84,14 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
-        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: {install_hint(package)} "
+        hint = BACKEND_HINTS.get(backend) or install_hint(package)
+        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: {hint} "
                                  f"({e})") from None
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     return getattr(mod, cls)(spec, threads=threads, precision=precision, mode=mode)
 
 
-__all__ = ["AUTO_BACKEND", "BACKENDS", "DEFAULT_BACKEND", "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS",
-           "Inferencer",
+__all__ = ["AUTO_BACKEND", "BACKENDS", "DEFAULT_BACKEND", "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION",
+           "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
            "available_backends", "cuda_available", "install_hint", "model_files", "open_inferencer", "pick_backend"]
