@@ -9,7 +9,6 @@ the channel order happen inside the graph.
 """
 from __future__ import annotations
 
-import collections
 import queue
 import threading
 
@@ -191,20 +190,13 @@ class CUDAInferencer(Inferencer):
         views = self._check(views)
         if len(views) == 0:
             return np.zeros((0, OUTPUTS), dtype=np.float32)
-        queued: collections.deque = collections.deque()
         parts = []
-        try:
-            for start, stop, bucket in plan_chunks(len(views), self.buckets):
-                with self._lock:
-                    queued.append(self._graph(bucket).enqueue(views[start:stop], self._stream))
-                if len(queued) == SLOTS:  # collect the oldest before its buffer is needed again
-                    parts.append(_collect_one(*queued.popleft()))
-            while queued:
-                parts.append(_collect_one(*queued.popleft()))
-        finally:
-            for slot, _ in queued:  # an enqueue failed: hand back what is still queued
-                slot.done.synchronize()
-                slot.free.release()
+        for start, stop, bucket in plan_chunks(len(views), self.buckets):
+            # One chunk in flight at a time: holding a buffer while waiting for another could
+            # deadlock against a concurrent submit(). Chunks come only past the largest bucket.
+            with self._lock:
+                queued = self._graph(bucket).enqueue(views[start:stop], self._stream)
+            parts.append(_collect_one(*queued))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def close(self) -> None:
