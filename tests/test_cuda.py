@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from fakes import touch
+from fakes import fail_backend_import, touch
 
 import vqa.infer
 from vqa import BackendUnavailable, Scorer, ScoreOptions, cli
@@ -119,14 +119,7 @@ def test_cli_without_a_gpu_is_e_backend_and_exit_2(monkeypatch, tmp_path, case, 
 
 
 def test_a_torch_that_does_not_import_is_backend_unavailable_naming_torch(monkeypatch):
-    real = vqa.infer.importlib.import_module
-
-    def broken(name, *a):
-        if name == "vqa.infer.cuda":
-            raise ImportError("libcudart.so.12: cannot open shared object file")
-        return real(name, *a)
-
-    monkeypatch.setattr(vqa.infer.importlib, "import_module", broken)
+    fail_backend_import(monkeypatch, "vqa.infer.cuda", "libcudart.so.12: cannot open shared object file")
     with pytest.raises(BackendUnavailable, match="libcudart") as info:
         open_inferencer(load_model_spec(), backend="cuda")
     assert "CUDA build of torch" in info.value.message and "whl/cpu" not in info.value.message
