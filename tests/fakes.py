@@ -60,3 +60,18 @@ def touch(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"")
     return path
+
+
+def fail_backend_import(monkeypatch, module: str, message: str) -> None:
+    """Make vqa.infer's import of the backend ``module`` raise ImportError(``message``), as a
+    missing or broken package would."""
+    import vqa.infer
+
+    real = vqa.infer.importlib.import_module
+
+    def failing(name, *a):
+        if name == module:
+            raise ImportError(message)
+        return real(name, *a)
+
+    monkeypatch.setattr(vqa.infer.importlib, "import_module", failing)

@@ -60,7 +60,7 @@ def test_record_config_holds_only_what_changes_results():
 def test_the_cli_flags_are_the_fields_and_take_their_choices_from_the_tables():
     names = {f.name for f in cli_fields()}
     assert names == {f.name for f in dataclasses.fields(ScoreOptions)}
-    assert dataclasses.fields(ScoreOptions)[1].metadata["choices"] == tuple(BACKENDS)
+    assert dataclasses.fields(ScoreOptions)[1].metadata["choices"] == (*BACKENDS, "auto")
     help_text = CliRunner().invoke(cli.cli, ["score", "--help"]).output
     for f in cli_fields():
         assert f.metadata["flag"] in help_text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clips import textured_frames, write_clip
+from fakes import fail_backend_import
 from click.testing import CliRunner
 
 import vqa.decode
@@ -89,14 +90,7 @@ def test_missing_decoder_is_an_error_when_the_scorer_is_built(monkeypatch):
 
 def test_missing_torch_hint_names_the_cpu_build(monkeypatch):
     """`pip install torch` resolves to a multi-GB CUDA build."""
-    real = vqa.infer.importlib.import_module
-
-    def no_torch(name, *a):
-        if name == "vqa.infer.pytorch":
-            raise ImportError("No module named 'torch'")
-        return real(name, *a)
-
-    monkeypatch.setattr(vqa.infer.importlib, "import_module", no_torch)
+    fail_backend_import(monkeypatch, "vqa.infer.pytorch", "No module named 'torch'")
     with pytest.raises(BackendUnavailable) as info:
         Scorer(backend="pytorch", workers=0)
     pinned = re.search(r"^torch==(\S+)", (REPO / "requirements-test.txt").read_text(), re.M).group(1)

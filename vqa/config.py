@@ -31,7 +31,8 @@ from typing import Any
 
 from . import decode
 from .errors import BackendUnavailable, UsageError
-from .infer import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES, PRECISIONS
+from .infer import (AUTO_BACKEND, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES, PRECISIONS,
+                    pick_backend)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
 from .threads import plan_threads
@@ -41,6 +42,10 @@ MAX_BATCH_SIZE = 256
 # OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
+# On a GPU a batch of 4 leaves it idle; 32 is one default-sampled video per batch and a
+# CUDA graph bucket (vqa.infer.buckets). Larger batches pay off only with --frames all.
+AUTO_BATCH_SIZE_BY_BACKEND = {"cuda": {"latency": 1, "throughput": 32}}
+BACKEND_CHOICES = (*BACKENDS, AUTO_BACKEND)
 ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
 DECODERS = tuple(decode.KNOWN_BACKENDS)
 
@@ -189,20 +194,24 @@ class ScoreOptions:
         show_default=True, help="Frames to score: 'default' (the model's sampling plan), 'all' "
                                 "(every frame, slow), or N frames spread over the video.")
     backend: str = _option(
-        DEFAULT_BACKEND, _one_of("backend", tuple(BACKENDS)), flag="--backend", choices=tuple(BACKENDS),
+        DEFAULT_BACKEND, _one_of("backend", BACKEND_CHOICES), flag="--backend", choices=BACKEND_CHOICES,
         show_default=True, help="Inference backend. pytorch needs torch, the CPU build: pip install "
-                                "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+                                "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu. cuda needs "
+                                "an NVIDIA GPU and a CUDA build of torch (precision fp32 or fp16). auto: cuda "
+                                "where a GPU answers, else openvino (decided when the options are made).")
     precision: str = _option(
         DEFAULT_PRECISION, _one_of("precision", PRECISIONS), flag="--precision", choices=PRECISIONS, show_default=True,
         help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
-             "scores close to fp32 (models/metrics.json has the measured distance).")
+             "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
+             "(cuda only) is float16 autocast over the fp32 weights.")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
         show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
     batch_size: int | str = _option(
         "auto", _check_batch_size, flag="--batch-size", parse=_parse_batch_size, metavar="auto|N",
         show_default=True, help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
-                                "--mode throughput (where views per second peak on a 2-core machine; see vqa bench).")
+                                "--mode throughput (where views per second peak on a 2-core machine; see vqa bench), "
+                                "32 with --backend cuda.")
     mode: str = _option(
         DEFAULT_MODE, _one_of("mode", MODES), flag="--mode", choices=MODES, show_default=True,
         help="What to optimise: the time to each video's result (latency) or videos per "
@@ -232,6 +241,12 @@ class ScoreOptions:
         help="Add each video's per-frame data to its record: time, score, each defect's "
              "probability, black and frozen flags (larger records; see the README).")
 
+    def __post_init__(self) -> None:
+        # "auto" is decided here, once, so records, the job store's key and every engine see
+        # the backend that runs (a frozen dataclass: set through object.__setattr__).
+        if self.backend == AUTO_BACKEND:
+            object.__setattr__(self, "backend", pick_backend(AUTO_BACKEND))
+
     def validate(self) -> ScoreOptions:
         """Raise UsageError for a value out of bounds or a mix that cannot work, and
         BackendUnavailable for a decoder whose package is missing; return self."""
@@ -259,7 +274,8 @@ class ScoreOptions:
         budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores)
         memory, batch = self.worker_memory_mb, self.batch_size
         return Resolved(
-            options=self, batch_size=batch if isinstance(batch, int) else AUTO_BATCH_SIZE[self.mode],
+            options=self, batch_size=batch if isinstance(batch, int)
+            else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None)

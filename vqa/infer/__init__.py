@@ -17,9 +17,15 @@ BACKENDS: dict[str, tuple[str, str, str, dict[str, tuple[str, ...]]]] = {
     "openvino": ("vqa.infer.openvino", "OpenVINOInferencer", "openvino",
                  {"fp32": ("openvino_xml", "openvino_bin"), "int8": ("openvino_int8_xml", "openvino_int8_bin")}),
     "pytorch": ("vqa.infer.pytorch", "PyTorchInferencer", "torch", {"fp32": ("pytorch",)}),
+    # fp16 is autocast over the same float32 weights, so both precisions hash the same file.
+    "cuda": ("vqa.infer.cuda", "CUDAInferencer", "torch", {"fp32": ("pytorch",), "fp16": ("pytorch",)}),
 }
+# Backends that need a device besides their package: not test requirements, and "auto" or
+# available_backends() name them only when the device answers.
+DEVICE_BACKENDS = ("cuda",)
 DEFAULT_BACKEND = "openvino"
-PRECISIONS = ("fp32", "int8")
+AUTO_BACKEND = "auto"  # --backend auto: cuda where a GPU answers, else the default
+PRECISIONS = ("fp32", "int8", "fp16")
 DEFAULT_PRECISION = "fp32"
 # How to install a backend's package. A bare `pip install torch` resolves to a CUDA build of
 # several GB; the CPU build is the one this package runs, pinned as in requirements-test.txt.
@@ -28,6 +34,10 @@ INSTALL_HINTS = {
     "torch": f"pip install torch=={TORCH_VERSION} --index-url https://download.pytorch.org/whl/cpu "
              f"(the CPU build; a plain `pip install torch` pulls a CUDA build of several GB)",
 }
+
+
+# A backend whose package needs another build than the package's hint gives.
+BACKEND_HINTS = {"cuda": "a CUDA build of torch, as https://pytorch.org/get-started/locally/ gives for your driver"}
 
 
 def install_hint(package: str) -> str:
@@ -40,12 +50,32 @@ def model_files(backend: str, precision: str) -> tuple[str, ...]:
     return BACKENDS[backend][3][precision]
 
 
+def cuda_available() -> bool:
+    """True when torch is installed and a CUDA device answers (imports torch only if installed)."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        from .cuda import cuda_problem
+    except ImportError:  # a torch that is installed but does not import
+        return False
+    return cuda_problem() is None
+
+
 def available_backends() -> list[str]:
-    return [name for name, (_, _, pkg, _) in BACKENDS.items() if importlib.util.find_spec(pkg) is not None]
+    return [name for name, (_, _, pkg, _) in BACKENDS.items() if importlib.util.find_spec(pkg) is not None
+            and (name not in DEVICE_BACKENDS or cuda_available())]
+
+
+def pick_backend(backend: str) -> str:
+    """``backend`` itself, or for ``"auto"``: cuda when a GPU answers, else the default."""
+    if backend != AUTO_BACKEND:
+        return backend
+    return "cuda" if cuda_available() else DEFAULT_BACKEND
 
 
 def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads: int | None = None,
                     precision: str = DEFAULT_PRECISION, mode: str = DEFAULT_MODE) -> Inferencer:
+    backend = pick_backend(backend)
     if backend not in BACKENDS:
         raise UsageError(f"unknown inference backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module, cls, package, precisions = BACKENDS[backend]
@@ -54,13 +84,14 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
-        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: {install_hint(package)} "
+        hint = BACKEND_HINTS.get(backend) or install_hint(package)
+        raise BackendUnavailable(f"backend {backend!r} needs the {package!r} package: {hint} "
                                  f"({e})") from None
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     return getattr(mod, cls)(spec, threads=threads, precision=precision, mode=mode)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS",
-           "Inferencer",
-           "available_backends", "install_hint", "model_files", "open_inferencer"]
+__all__ = ["AUTO_BACKEND", "BACKENDS", "DEFAULT_BACKEND", "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION",
+           "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
+           "available_backends", "cuda_available", "install_hint", "model_files", "open_inferencer", "pick_backend"]

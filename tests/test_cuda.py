@@ -1,0 +1,125 @@
+"""The cuda backend, everything that needs no GPU: the bucket planning, the option table, and
+E_BACKEND (never a crash) where no GPU or no CUDA build of torch is there. What needs a GPU
+is in tests/test_cuda_device.py and scripts/gpu_check.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from fakes import fail_backend_import, touch
+
+import vqa.infer
+from vqa import BackendUnavailable, Scorer, ScoreOptions, cli
+from vqa.config import AUTO_BATCH_SIZE
+from vqa.errors import UsageError
+from vqa.infer import available_backends, open_inferencer, pick_backend
+from vqa.infer.buckets import BUCKETS, bucket_for, fill_bucket, plan_chunks
+from vqa.model import load_model_spec
+
+
+# -- buckets: pure planning ----------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [*range(1, 140), 511, 512, 513, 1024, 1100, 5000])
+def test_chunks_cover_every_view_once_each_in_the_smallest_bucket_that_holds_it(n):
+    chunks = plan_chunks(n)
+    assert chunks[0][0] == 0 and chunks[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))  # contiguous, no overlap
+    for start, stop, bucket in chunks:
+        assert bucket in BUCKETS and stop - start <= bucket
+        smaller = [b for b in BUCKETS if b < bucket]
+        assert not smaller or stop - start > max(smaller)  # no smaller bucket would do
+    assert len(chunks) == -(-n // max(BUCKETS))
+
+
+def test_bucket_for_examples_and_custom_buckets():
+    assert [bucket_for(n) for n in (1, 2, 8, 9, 32, 33, 128, 129, 512, 513)] == [1, 8, 8, 32, 32, 128, 128, 512,
+                                                                                   512, 512]
+    assert bucket_for(3, (16, 4)) == 4 and plan_chunks(20, (16, 4)) == [(0, 16, 16), (16, 20, 4)]
+    with pytest.raises(ValueError):
+        bucket_for(0)
+
+
+def test_fill_bucket_copies_the_rows_and_zeroes_the_padding():
+    rng = np.random.default_rng(0)
+    views = rng.integers(1, 256, (5, 4, 4, 3), dtype=np.uint8)
+    dst = np.full((8, 4, 4, 3), 77, np.uint8)  # what a previous, larger batch left there
+    assert fill_bucket(dst, views) == 5
+    assert np.array_equal(dst[:5], views) and not dst[5:].any()
+    assert fill_bucket(dst, views[:0]) == 0 and not dst.any()
+    with pytest.raises(ValueError, match="do not fit"):
+        fill_bucket(dst[:4], views)
+
+
+# -- the option table ----------------------------------------------------------------------
+
+def test_help_lists_cuda_auto_and_fp16():
+    out = " ".join(CliRunner().invoke(cli.cli, ["score", "--help"]).output.split())
+    assert "[openvino|pytorch|cuda|auto]" in out and "[fp32|int8|fp16]" in out
+
+
+def test_cuda_is_in_the_backend_table_and_runs_fp32_and_fp16_from_the_pytorch_weights():
+    assert vqa.infer.model_files("cuda", "fp32") == vqa.infer.model_files("pytorch", "fp32")
+    assert vqa.infer.model_files("cuda", "fp16") == ("pytorch",)
+    ScoreOptions(backend="cuda", precision="fp16").validate()
+    for backend, precision in (("cuda", "int8"), ("openvino", "fp16"), ("pytorch", "fp16")):
+        with pytest.raises(UsageError, match="runs precision"):
+            ScoreOptions(backend=backend, precision=precision).validate()
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_auto_picks_cuda_only_where_a_gpu_answers(monkeypatch, gpu):
+    monkeypatch.setattr(vqa.infer, "cuda_available", lambda: gpu)
+    want = "cuda" if gpu else "openvino"
+    assert pick_backend("auto") == want and pick_backend("pytorch") == "pytorch"
+    options = ScoreOptions(backend="auto")
+    assert options.backend == want  # decided once: the record names the backend that ran
+    config = options.resolve(cores=2).record_config()
+    assert config["backend"] == want
+    assert config["batch_size"] == (32 if gpu else AUTO_BATCH_SIZE["throughput"])
+    assert ("cuda" in available_backends()) is gpu
+
+
+# -- E_BACKEND, never a crash ----------------------------------------------------------------
+
+NO_GPU = {"cpu build": ("version.cuda", None, "CPU-only build"),
+          "no device": ("cuda.is_available", lambda: False, "no CUDA device")}
+
+
+def _no_gpu(monkeypatch, case):
+    attr, value, _ = NO_GPU[case]
+    if attr == "version.cuda":
+        monkeypatch.setattr(torch.version, "cuda", None)
+    else:
+        monkeypatch.setattr(torch.version, "cuda", "12.8")
+        monkeypatch.setattr(torch.cuda, "is_available", value)
+
+
+@pytest.mark.parametrize("case", sorted(NO_GPU))
+def test_library_without_a_gpu_is_backend_unavailable(monkeypatch, case):
+    _no_gpu(monkeypatch, case)
+    message = NO_GPU[case][2]
+    with pytest.raises(BackendUnavailable, match=message) as info:
+        open_inferencer(load_model_spec(), backend="cuda")
+    assert info.value.code == "E_BACKEND" and "--backend openvino" in info.value.message
+    with pytest.raises(BackendUnavailable, match=message):
+        Scorer(backend="cuda", precision="fp16", workers=0)
+
+
+@pytest.mark.parametrize("case, workers", [("cpu build", "0"), ("no device", "1")])
+def test_cli_without_a_gpu_is_e_backend_and_exit_2(monkeypatch, tmp_path, case, workers):
+    _no_gpu(monkeypatch, case)
+    monkeypatch.delenv("VQA_DEBUG", raising=False)
+    clip = touch(tmp_path / "a.mp4")
+    result = CliRunner().invoke(cli.cli, ["score", str(clip), "--backend", "cuda", "--workers", workers])
+    assert result.exit_code == 2, result.output
+    assert "E_BACKEND" in result.output and NO_GPU[case][2] in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_torch_that_does_not_import_is_backend_unavailable_naming_torch(monkeypatch):
+    fail_backend_import(monkeypatch, "vqa.infer.cuda", "libcudart.so.12: cannot open shared object file")
+    with pytest.raises(BackendUnavailable, match="libcudart") as info:
+        open_inferencer(load_model_spec(), backend="cuda")
+    assert "CUDA build of torch" in info.value.message and "whl/cpu" not in info.value.message

@@ -1,0 +1,209 @@
+"""CUDA inferencer: the PyTorch network and shipped weights on an NVIDIA GPU.
+
+Precision: ``fp32`` runs the network in float32 (TF32 matmuls off, so scores stay close to the
+CPU's); ``fp16`` runs it under ``torch.autocast(float16)`` with the weights kept in float32.
+Batches are padded to a bucket (vqa.infer.buckets) and each bucket's forward pass is captured
+once as a CUDA graph, on its first use, then replayed. Views travel uint8 through a pinned host
+buffer, copied with ``non_blocking`` on this inferencer's stream; the conversion to float and
+the channel order happen inside the graph.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+import torch
+
+from ..errors import BackendUnavailable
+from .base import Inferencer
+from .buckets import BUCKETS, fill_bucket, plan_chunks
+from .network import OUTPUTS, QualityNet
+
+WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
+SLOTS = 2  # pinned buffers per bucket: one filling while the GPU runs the other
+
+
+def cuda_problem() -> str | None:
+    """Why this process cannot run the cuda backend, or None when it can."""
+    if torch.version.cuda is None:
+        return (f"this torch ({torch.__version__}) is a CPU-only build; install a CUDA build of torch "
+                f"(https://pytorch.org/get-started/locally/) or use --backend openvino")
+    try:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
+            return "no CUDA device is visible (torch.cuda.is_available() is False); use --backend openvino"
+    except Exception as e:  # a broken driver raises here rather than answering False
+        return f"CUDA did not initialise ({type(e).__name__}: {e}); use --backend openvino"
+    return None
+
+
+class _Pinned:
+    """One in-flight batch's pinned host buffers; ``free`` is held from fill until collected."""
+
+    def __init__(self, size: int, view: int):
+        self.host_in = torch.empty((size, view, view, 3), dtype=torch.uint8).pin_memory()
+        self.host_np = self.host_in.numpy()
+        self.host_out = torch.empty((size, OUTPUTS), dtype=torch.float32).pin_memory()
+        self.done = torch.cuda.Event()
+        self.free = threading.Semaphore(1)
+
+
+class _BucketGraph:
+    """One bucket's device tensors, captured graph and ``SLOTS`` pinned buffers: while the GPU
+    runs one batch, the next is filled into the other buffer."""
+
+    def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream):
+        self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
+        self._next = 0
+        self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
+
+        def forward() -> torch.Tensor:
+            x = self.dev_in.permute(0, 3, 1, 2).float()
+            # cache_enabled=False: autocast's weight cache must not outlive a graph capture.
+            with torch.autocast("cuda", dtype=torch.float16, enabled=fp16, cache_enabled=False):
+                return net(x).float()
+
+        stream.wait_stream(torch.cuda.current_stream(device))  # dev_in and the weights are ready
+        with torch.cuda.stream(stream), torch.inference_mode():
+            for _ in range(WARMUP_RUNS):
+                forward()
+            stream.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            # thread_local: another thread's CUDA call during capture does not invalidate it.
+            with torch.cuda.graph(self.graph, stream=stream, capture_error_mode="thread_local"):
+                self.dev_out = forward()
+        stream.synchronize()
+
+    def enqueue(self, views: np.ndarray, stream) -> tuple[_Pinned, int]:
+        """Fill a free pinned buffer and queue copy in, replay, copy out on ``stream``; the
+        caller collects ``slot.host_out`` after ``slot.done`` and releases ``slot.free``."""
+        slot = self.slots[self._next]
+        self._next = (self._next + 1) % len(self.slots)
+        slot.free.acquire()  # its previous batch has been collected
+        try:
+            n = fill_bucket(slot.host_np, views)
+            with torch.cuda.stream(stream):
+                # Same stream: this copy waits for the previous replay, which has read dev_in.
+                self.dev_in.copy_(slot.host_in, non_blocking=True)
+                self.graph.replay()
+                slot.host_out.copy_(self.dev_out, non_blocking=True)
+                slot.done.record(stream)
+        except BaseException:
+            slot.free.release()
+            raise
+        return slot, n
+
+
+def _collect_one(slot: _Pinned, n: int) -> np.ndarray:
+    """Wait for ``slot``'s batch, copy its ``n`` real rows out, free the slot."""
+    try:
+        slot.done.synchronize()
+        return slot.host_out.numpy()[:n].copy()
+    finally:
+        slot.free.release()
+
+
+class CUDAInferencer(Inferencer):
+    BACKEND_NAME = "cuda"
+    PRECISIONS = {"fp32": "pytorch", "fp16": "pytorch"}
+
+    def __init__(self, spec, *, threads=None, precision="fp32", mode="latency", buckets=BUCKETS):
+        super().__init__(spec, threads=threads, precision=precision, mode=mode)
+        problem = cuda_problem()
+        if problem is not None:
+            raise BackendUnavailable(f"backend 'cuda' cannot run here: {problem}")
+        self.buckets = tuple(sorted(buckets))
+        self._view = spec.view_size
+        self._graphs: dict[int, _BucketGraph] = {}
+        self._lock = threading.Lock()  # graphs are captured and batches queued one at a time
+        self._pending: queue.Queue = queue.Queue()  # (slot, rows, done) in submission order; None: stop
+        self._collector: threading.Thread | None = None
+        try:
+            self._device = torch.device("cuda", torch.cuda.current_device())
+            state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
+            net = QualityNet()
+            net.load_state_dict(state)
+            self._net = net.eval().to(self._device)
+            self._stream = torch.cuda.Stream(self._device)
+        except RuntimeError as e:  # out of memory, a device in exclusive use
+            raise BackendUnavailable(f"backend 'cuda' could not load the model on the GPU: {e}") from None
+        # TF32 would move fp32 scores by more than the 0.1-point tolerance against the CPU.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def _graph(self, bucket: int) -> _BucketGraph:
+        graph = self._graphs.get(bucket)
+        if graph is None:  # captured lazily: a job at batch 4 never pays for the 512 graph
+            graph = self._graphs[bucket] = _BucketGraph(self._net, bucket, self._view,
+                                                        self.precision == "fp16", self._device, self._stream)
+        return graph
+
+    def _check(self, views: np.ndarray) -> np.ndarray:
+        views = np.ascontiguousarray(views, dtype=np.uint8)
+        if views.ndim != 4 or views.shape[1:] != (self._view, self._view, 3):
+            raise ValueError(f"views must be (N, {self._view}, {self._view}, 3) uint8, got {views.shape}")
+        return views
+
+    def submit(self, views, done) -> None:
+        """Queue ``views`` on the GPU and return once they are in pinned memory (``views`` may be
+        reused then); ``done`` gets the outputs from the collecting thread."""
+        whole: np.ndarray | BaseException | None = None
+        try:
+            views = self._check(views)
+            chunks = plan_chunks(len(views), self.buckets) if len(views) else []
+            if len(chunks) != 1:  # empty, or past the largest bucket: rare, run it whole
+                whole = self.infer(views)
+            else:
+                with self._lock:
+                    slot, n = self._graph(chunks[0][2]).enqueue(views, self._stream)
+        except Exception as e:  # handed over like a failure on the GPU would be
+            whole = e
+        if whole is not None:
+            done(whole)
+            return
+        self._start_collector()
+        self._pending.put((slot, n, done))
+
+    def _start_collector(self) -> None:
+        with self._lock:
+            if self._collector is None:
+                self._collector = threading.Thread(target=self._collect, name="vqa-cuda-collect", daemon=True)
+                self._collector.start()
+
+    def _collect(self) -> None:
+        while (item := self._pending.get()) is not None:
+            slot, n, done = item
+            try:
+                out: np.ndarray | BaseException = _collect_one(slot, n)
+            except Exception as e:  # an error on the device surfaces at the sync
+                out = e
+            try:
+                done(out)
+            finally:
+                self._pending.task_done()
+        self._pending.task_done()
+
+    def wait(self) -> None:
+        self._pending.join()
+
+    def infer(self, views: np.ndarray) -> np.ndarray:
+        views = self._check(views)
+        if len(views) == 0:
+            return np.zeros((0, OUTPUTS), dtype=np.float32)
+        parts = []
+        for start, stop, bucket in plan_chunks(len(views), self.buckets):
+            # One chunk in flight at a time: holding a buffer while waiting for another could
+            # deadlock against a concurrent submit(). Chunks come only past the largest bucket.
+            with self._lock:
+                queued = self._graph(bucket).enqueue(views[start:stop], self._stream)
+            parts.append(_collect_one(*queued))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def close(self) -> None:
+        if self._collector is not None:
+            self._pending.put(None)
+            self._collector.join()
+            self._collector = None
+        with self._lock:
+            self._graphs.clear()
+            self._net = None
