@@ -20,6 +20,7 @@ from vqa.job import STORED, Outcome, run_job
 from vqa.jobstore import JobStore, default_db_path
 from vqa.cli_report import report as report_command
 from vqa.cli_report import report_collision, write_html
+from vqa.cli_serve import serve as serve_command
 from vqa.report import FORMATS, open_writer
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -437,6 +438,7 @@ def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames,
 
 
 cli.add_command(report_command)
+cli.add_command(serve_command)
 
 
 def main(argv: list[str] | None = None) -> None:

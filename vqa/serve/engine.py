@@ -1,0 +1,93 @@
+"""The one seam between the service and the scoring engine: every call the service makes into
+vqa's engine, job machinery and results store is here, so a change of engine API is a change
+of this module only.
+
+- ``open_engine``: the one Scorer of this server process (model loaded once, one worker pool).
+- ``open_results``: the results store (``vqa.jobstore``), keyed by file identity, model and options.
+- ``run``: a job's inputs through ``vqa.job.run_job``, one record per input, in order.
+- ``submit``: one uploaded file, alone, for the lowest latency.
+- ``health``: model loaded, decode workers alive.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+from vqa.inputs import Input
+from vqa.job import Outcome, run_job
+from vqa.jobstore import JobStore
+
+Observe = Callable[[float], None]  # told each video's seconds from submit to record
+
+
+def open_engine(options: dict[str, Any]):
+    """The server's Scorer; raises VQAError (UsageError, ModelError, ...) as ``vqa score`` would."""
+    from vqa import open_scorer
+    return open_scorer(**options)
+
+
+def open_results(path: str) -> JobStore:
+    return JobStore(path)
+
+
+class _Timed:
+    """The scorer as ``run_job`` sees it, with each video's time observed."""
+
+    def __init__(self, scorer, observe: Observe):
+        self._scorer, self._observe = scorer, observe
+        self.spec, self.config, self.workers = scorer.spec, scorer.config, scorer.workers
+
+    def submit(self, path: str, split: bool = False) -> Future:
+        return _timed(self._scorer.submit(path, split=split), self._observe)
+
+
+def _timed(future: Future, observe: Observe) -> Future:
+    started = time.monotonic()
+    future.add_done_callback(lambda f: f.cancelled() or observe(time.monotonic() - started))
+    return future
+
+
+def run(scorer, inputs: Iterable[Input], *, store: JobStore | None, observe: Observe) -> Iterator[Outcome]:
+    """One Outcome per input, in order; each new record is in ``store`` before it is yielded.
+    ``inputs`` is read lazily: ending it early stops the job after the videos in flight."""
+    return run_job(_Timed(scorer, observe), inputs, store=store)
+
+
+def submit(scorer, path: str, observe: Observe) -> Future:
+    """Score one file alone (split over every worker); the Future's result is its record dict."""
+    return _timed(scorer.submit(path, split=True), observe)
+
+
+def record_of(result) -> dict[str, Any]:
+    return result.to_dict()
+
+
+def health(scorer) -> dict[str, Any]:
+    """``ok``: the model is loaded and every decode worker is alive (with ``workers=0``, none
+    are needed); the engine's own failure, if any, says why not."""
+    engine = getattr(scorer, "_engine", None)
+    broken = getattr(engine, "broken", None)
+    pool = getattr(engine, "pool", None)
+    pids = list(pool.pids) if pool is not None else []
+    alive = sum(1 for pid in pids if _alive(pid))
+    model = getattr(scorer, "inferencer", None) is not None
+    ok = model and broken is None and alive == len(pids) and not getattr(scorer, "_closed", False)
+    return {"ok": ok, "model_loaded": model, "workers": getattr(scorer, "workers", 0), "workers_alive": alive,
+            **({"error": repr(broken)} if broken is not None else {})}
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
