@@ -16,7 +16,7 @@ import pytest
 from hostile import good_clip
 from serve_helpers import Server, multipart, wait_job
 
-pytest.importorskip("fastapi")
+pytestmark = pytest.mark.slow  # a server process that scores real clips
 
 TOKEN = "s3cret-token"
 UPLOAD_LIMIT_MB = 1
