@@ -62,7 +62,7 @@ def test_hostile_uploads_as_one_job_between_good_clips(server, files, tmp_path, 
     good = [hostile.good_clip(tmp_path, f"good{i}.mp4", seed=i) for i in range(len(files) + 1)]
     order = [good[0]]
     for i, path in enumerate(files.values()):
-        order += [path, good[i + 1]]
+        order += [path, good[i + 1]]  # each hostile file between two good clips
     with server.client() as client:
         r = client.post("/v1/jobs", files=multipart(order))
         assert r.status_code == 202, r.text

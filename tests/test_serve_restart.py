@@ -14,7 +14,7 @@ from serve_helpers import Server, wait_job
 
 pytestmark = pytest.mark.slow
 
-CLIPS = 16
+CLIPS = 12
 
 
 def stored(data) -> dict[bytes, float]:
