@@ -132,3 +132,15 @@ def test_metrics_text_is_prometheus_exposition():
     assert 'vqa_http_requests_total{route="/v1/score",status="429"} 1' in lines
     for line in lines:  # every sample line: name{labels} number
         assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2 and float(line.rsplit(" ", 1)[1]) >= 0
+
+
+def test_one_server_per_data_folder(tmp_path):
+    from vqa.serve.jobs import JobDB
+
+    first = JobDB(str(tmp_path / "jobs.db"))
+    try:
+        with pytest.raises(UsageError, match="another vqa serve"):
+            JobDB(str(tmp_path / "jobs.db"))
+    finally:
+        first.close()
+    JobDB(str(tmp_path / "jobs.db")).close()  # free again once the first is closed

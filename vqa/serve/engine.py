@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -33,14 +33,21 @@ def open_results(path: str) -> JobStore:
     return JobStore(path)
 
 
-class _Timed:
-    """The scorer as ``run_job`` sees it, with each video's time observed."""
+class _Shared:
+    """The server's scorer as one job sees it: each video's time observed, and once the job
+    must stop (``stopped()``), every further video refused with a cancelled future. The job
+    then yields the videos it had started, in order, finished and stored, and ends with
+    CancelledError where the refused ones begin."""
 
-    def __init__(self, scorer, observe: Observe):
-        self._scorer, self._observe = scorer, observe
+    def __init__(self, scorer, observe: Observe, stopped: Callable[[], bool]):
+        self._scorer, self._observe, self._stopped = scorer, observe, stopped
         self.spec, self.config, self.workers = scorer.spec, scorer.config, scorer.workers
 
     def submit(self, path: str, split: bool = False) -> Future:
+        if self._stopped():
+            refused: Future = Future()
+            refused.cancel()
+            return refused
         return _timed(self._scorer.submit(path, split=split), self._observe)
 
 
@@ -50,10 +57,11 @@ def _timed(future: Future, observe: Observe) -> Future:
     return future
 
 
-def run(scorer, inputs: Iterable[Input], *, store: JobStore | None, observe: Observe) -> Iterator[Outcome]:
+def run(scorer, inputs: list[Input], *, store: JobStore | None, observe: Observe,
+        stopped: Callable[[], bool]) -> Iterator[Outcome]:
     """One Outcome per input, in order; each new record is in ``store`` before it is yielded.
-    ``inputs`` is read lazily: ending it early stops the job after the videos in flight."""
-    return run_job(_Timed(scorer, observe), inputs, store=store)
+    Once ``stopped()``, the videos in flight finish and are yielded, then CancelledError."""
+    return run_job(_Shared(scorer, observe, stopped), inputs, store=store)
 
 
 def submit(scorer, path: str, observe: Observe) -> Future:

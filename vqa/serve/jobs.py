@@ -11,6 +11,7 @@ records) and one read connection per reading thread, so a slow reader never hold
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from vqa.errors import UsageError
 from vqa.files import FoundPath
 from vqa.inputs import Input
 
@@ -63,6 +65,13 @@ class JobInput:
 class JobDB:
     def __init__(self, path: str):
         self.path = path
+        # One server per data folder: the file itself is locked (SQLite's own locks are fcntl's).
+        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data")
         self._write = self._connect()
         self._write.executescript(SCHEMA)
         self._lock = threading.Lock()
@@ -176,3 +185,4 @@ class JobDB:
     def close(self) -> None:
         with self._lock:
             self._write.close()
+        os.close(self._lock_fd)

@@ -19,7 +19,6 @@ import shutil
 import sys
 import threading
 import time
-from collections import deque
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
@@ -236,25 +235,19 @@ class Service:
         if job is None:
             return
         self.db.set_state(job_id, RUNNING)
-        fed: deque = deque()
-
-        def inputs():
-            for item in self.db.pending(job_id):
-                if self._stop.is_set() or job_id in self._cancelled:
-                    return  # the videos already fed finish; the rest wait for the next start
-                fed.append(item)
-                yield item.input
+        pending = self.db.pending(job_id)
+        stopped = lambda: self._stop.is_set() or job_id in self._cancelled  # noqa: E731
+        outcomes = engine.run(self.scorer, [p.input for p in pending], observe=self.metrics.observe, stopped=stopped,
+                              store=store if job["kind"] == "paths" else None)
         try:
-            for outcome in engine.run(self.scorer, inputs(), store=store if job["kind"] == "paths" else None,
-                                      observe=self.metrics.observe):
-                item = fed.popleft()
+            for item, outcome in zip(pending, outcomes):
                 record = named(outcome.record, item.input.path, item.name) if item.name else outcome.record
                 self.db.put_record(job_id, item.seq, record)
                 self.metrics.record(record, "job")
                 with self._lock:
                     self.pending_videos -= 1
                 self.progress += 1
-        except CancelledError:  # the scorer was closed under it (stop past its timeout)
+        except CancelledError:  # stopped: the videos in flight are stored, the rest wait
             pass
         if job_id in self._cancelled:
             self._cancelled.discard(job_id)
