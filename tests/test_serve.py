@@ -36,6 +36,7 @@ def server(tmp_path_factory):
     good_clip(outside, "secret.mp4")
     (root / "link.mp4").symlink_to(outside / "secret.mp4")
     (root / "day1" / "zlink.mp4").symlink_to(outside / "secret.mp4")
+    (root / "empty").mkdir()
     srv = Server(root, base / "data", "--queue-jobs", "1", "--queue-uploads", "1",
                  "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--max-body-kb", str(BODY_LIMIT_KB), token=TOKEN)
     srv.outside = outside
@@ -107,6 +108,8 @@ def test_bad_bodies_get_400_and_large_ones_413(server):
         assert client.post("/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
                            ).json()["error"]["code"] == "E_USAGE"
         assert client.post("/v1/jobs", json={"paths": []}).status_code == 400
+        empty = client.post("/v1/jobs", json={"paths": [str(server.root / "empty")]})
+        assert empty.status_code == 400 and "no video files" in empty.json()["error"]["message"]
         big = client.post("/v1/jobs", json={"paths": ["x" * (BODY_LIMIT_KB << 10)]})
         assert big.status_code == 413 and big.json()["error"]["code"] == "E_TOO_LARGE"
         none = client.post("/v1/score", files={"note": (None, b"text, no file")})

@@ -2,7 +2,7 @@
 
 Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
 ``E_AUTH`` 401, ``E_USAGE`` 400, ``E_BAD_PATH`` 403, ``E_NO_JOB`` 404, ``E_TOO_LARGE`` 413,
-``E_BUSY`` 429 (with ``Retry-After``), ``E_STOPPING`` 503.
+``E_BUSY`` 429 (with ``Retry-After``; also while the server stops).
 """
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
+from vqa.errors import UsageError
 from vqa.inputs import Input
 
 from . import engine
@@ -49,9 +50,9 @@ class Service:
         self.roots = Roots(settings.roots)
         self.metrics = Metrics()
         self.data = settings.data_dir
+        os.makedirs(self.data, mode=0o700, exist_ok=True)  # a folder given that exists keeps its mode
         os.makedirs(os.path.join(self.data, UPLOADS), mode=0o700, exist_ok=True)
-        os.chmod(self.data, 0o700)
-        os.chmod(os.path.join(self.data, UPLOADS), 0o700)
+        os.chmod(os.path.join(self.data, UPLOADS), 0o700)  # ours: private whatever the umask
         self.db = JobDB(os.path.join(self.data, JOBS_DB))
         self.db.requeue_running()
         self._lock = threading.RLock()  # reentrant: deleting a job releases its place under it
@@ -82,6 +83,8 @@ class Service:
         self.admit_job()
         try:
             inputs = self.roots.resolve(paths, patterns=patterns)  # PathRefused: 403
+            if not inputs:  # as vqa score: E_USAGE, not an empty job
+                raise UsageError("no video files to score in the paths given")
             return self._add(inputs=[(i, None) for i in inputs], kind="paths")
         except BaseException:
             self.release_job()
@@ -174,7 +177,7 @@ class Service:
         return out
 
     def _retry_after(self, videos: int) -> int:
-        workers = max(1, getattr(self.scorer, "workers", 1) or 1) if hasattr(self, "scorer") else 1
+        workers = max(1, self.scorer.workers)
         return int(min(3600, max(1, self.metrics.mean_s() * videos / workers + 0.999)))
 
     @property
