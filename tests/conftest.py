@@ -175,6 +175,6 @@ def validate_record():
 def fake(monkeypatch):
     """The CLI builds a FakeScorer (tests/fakes.py) instead of loading the model."""
     FakeScorer.instances = []
-    monkeypatch.setattr(vqa.cli, "_make_scorer", FakeScorer)
+    monkeypatch.setattr(vqa.cli.score, "_make_scorer", FakeScorer)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     return FakeScorer

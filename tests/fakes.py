@@ -3,17 +3,30 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future
+from pathlib import Path
 
+from vqa.config import ScoreOptions
+from vqa.job import ScorerLike
+from vqa.model import ModelSpec
 from vqa.types import VideoScore
 
+FAKE_SPEC = ModelSpec(name="fake", version="0", directory=Path("."), files={}, sha256={"pytorch": "0" * 64},
+                      outputs=(), view_size=224)
 
-class FakeScorer:
-    """Stands in for vqa.Scorer: 'bad' in a file name gives an error record."""
+
+class FakeScorer(ScorerLike):
+    """Stands in for vqa.Scorer (the ScorerLike a job drives): 'bad' in a file name gives an
+    error record. ``options``: the ScoreOptions it was made with; ``engine``: the engine
+    keywords (engine, actors_per_node) when the CLI passed any."""
 
     instances: list["FakeScorer"] = []
+    workers = 1
 
-    def __init__(self, **options):
-        self.options = options
+    def __init__(self, options: ScoreOptions | None = None, **engine):
+        self.options = options or ScoreOptions()
+        self.engine = engine
+        self.spec = FAKE_SPEC
+        self.config = self.options.resolve(cores=2).record_config()
         self.closed = False
         self.seen: list[str] = []
         FakeScorer.instances.append(self)

@@ -18,7 +18,7 @@ import ray
 
 from vqa.job import run_job
 from vqa.jobstore import JobStore
-from vqa.ray_engine import NodeScorer, RayScorer
+from vqa.engine.ray import NodeScorer, RayScorer
 from vqa.types import VideoInfo, VideoScore
 
 CONFIG = {"sampling": "default", "backend": "openvino", "batch_size": 4, "decoder": "pyav",

@@ -20,7 +20,8 @@ from vqa import Scorer
 from vqa.sample import plan_frames, split_plan
 from vqa.types import Run, SamplePlan, VideoInfo
 from vqa.decode import open_video
-from vqa.workers import DecodeTask, WorkerPool
+from vqa.engine.messages import DecodeTask
+from vqa.engine.processes import WorkerPool
 
 HERE = Path(__file__).resolve().parent
 HELPER = HERE / "engine_helpers.py"

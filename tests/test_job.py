@@ -163,7 +163,7 @@ class WatchingScorer(FakeScorer):
 def test_results_are_written_as_they_arrive(monkeypatch, folder, tmp_path):
     # Written to results.jsonl.vqa-partial as they arrive, renamed into place at the end.
     WatchingScorer.out = tmp_path / "results.jsonl.vqa-partial"
-    monkeypatch.setattr(cli, "_make_scorer", WatchingScorer)
+    monkeypatch.setattr(cli.score, "_make_scorer", WatchingScorer)
     result = run(folder, "--output", tmp_path / "results.jsonl")
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     assert len(lines(tmp_path / "results.jsonl")) == 4 and not WatchingScorer.out.exists()

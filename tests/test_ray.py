@@ -20,12 +20,13 @@ from click.testing import CliRunner
 from clips import textured_frames, write_clip
 from hostile import CASES
 
+import vqa
 import vqa.cli
 from vqa.errors import BackendUnavailable
 from vqa.inputs import expand_inputs
 from vqa.job import run_job
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(vqa.cli.__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(vqa.__file__)))
 HOSTILE = ("zero_bytes", "random_bytes", "truncated_with_index", "audio_only", "huge_resolution",
            "rotated", "fifo", "symlink_loop", "non_utf8_name")
 
@@ -45,7 +46,7 @@ def test_ray_absent_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path):
 
 
 def test_ray_is_not_imported_unless_asked_for():
-    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.ray_engine; "
+    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.engine.ray; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=REPO))
 
@@ -53,7 +54,7 @@ def test_ray_is_not_imported_unless_asked_for():
 def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
     from types import SimpleNamespace
 
-    from vqa.ray_engine import RayScorer
+    from vqa.engine.ray import RayScorer
     from vqa.types import VideoScore
 
     here = tmp_path / "a.mp4"
@@ -100,7 +101,7 @@ def job(scorer, root, on_outcome=lambda n: None):
 
 
 def ray_scorer(**options):
-    from vqa.ray_engine import RayScorer
+    from vqa.engine.ray import RayScorer
     return RayScorer(**options)
 
 

@@ -193,7 +193,7 @@ def test_thumbnail_progress_bar_on_a_terminal(tmp_path, monkeypatch):
     import io
     import sys
 
-    from vqa.cli_report import write_html
+    from vqa.cli.report import write_html
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -208,7 +208,7 @@ def test_score_with_report_asks_for_timelines_and_writes_the_page(fake, tmp_path
     result = CliRunner().invoke(cli.cli, ["score", str(tmp_path), "-o", str(tmp_path / "r.jsonl"), "--report",
                                           str(out), "--thumbnails", "0"])
     assert result.exit_code == 1, result.output
-    assert fake.instances[0].options["timeline"] is True
+    assert fake.instances[0].options.timeline is True
     assert out.exists() and "E_NOT_VIDEO" in out.read_text()
 
 

@@ -1,14 +1,14 @@
 """Shared-memory batches: a bounded ring of slots that decode workers fill with fragment views.
 
 One ``SharedMemory`` segment holds ``slots`` slots of ``batch_size`` views each. Each worker
-owns a few slots (vqa.workers): it writes views straight into a free one, and sends only the
+owns a few slots (vqa.engine.worker): it writes views straight into a free one, and sends only the
 slot id and the per-frame metadata through its pipe. The consumer reads the slot as a numpy
 view, without a copy or a pickle, and hands the slot back once inference is done with it. A
 worker with no free slot waits: that is the back-pressure.
 
 The parent process creates the segment and is the only one that unlinks it (``close``). If
 the parent itself is killed, multiprocessing's resource tracker unlinks it when the last
-process holding it exits; workers exit when their parent is gone (vqa.workers).
+process holding it exits; workers exit when their parent is gone (vqa.engine.worker).
 """
 from __future__ import annotations
 

@@ -122,7 +122,8 @@ def time_infer(inferencer, views: np.ndarray, batch_size: int, *, seconds: float
 def _open(spec: ModelSpec, backend: str, precision: str, threads: int | None):
     """An inferencer, or the reason this backend/precision cannot run here (skipped, not failed)."""
     try:
-        return open_inferencer(spec, backend=backend, precision=precision, threads=threads), None
+        # latency: the batch study times each call alone
+        return open_inferencer(spec, backend=backend, precision=precision, threads=threads, mode="latency"), None
     except BackendUnavailable as e:
         return None, e.message
     except ModelError as e:
@@ -243,7 +244,7 @@ def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[fl
         start = time.perf_counter()
         record = scorer.score(path)
         seconds = time.perf_counter() - start
-        workers, threads, mode, batch = scorer.workers, scorer.threads, scorer.config["mode"], scorer.batch_size
+        workers, threads, mode, batch = scorer.workers, scorer.threads, scorer.config["mode"], scorer.resolved.batch_size
     if not record.ok:
         raise UsageError(f"the engine could not score {path!r}: {record.error}")
     return seconds, {"workers": workers, "inference_threads": threads, "backend": "openvino", "precision": "fp32",
@@ -292,7 +293,7 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
     detail["decode_floor"] = {"decoder": "pyav", "threads": cores, "thread_type": "AUTO", "frames": n}
 
     views = clip_views(path, min(VIEW_POOL, max(n, 1)))
-    with open_inferencer(spec, backend="openvino", precision="fp32") as ov:
+    with open_inferencer(spec, backend="openvino", precision="fp32", mode="latency") as ov:
         if infer_batch_size is None:
             sweep = [time_infer(ov, views, b, seconds=sweep_seconds) for b in DEFAULT_BATCH_SIZES]
             infer_batch_size = max(sweep, key=lambda r: r["views_per_s"])["batch_size"]

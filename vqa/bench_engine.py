@@ -35,14 +35,14 @@ if __name__ == "__main__":
     t = time.perf_counter(); inf = open_inferencer(spec, threads=1, mode="throughput")
     out["compile_s"] = time.perf_counter() - t
     inf.close()
-    from vqa.dispatch import EngineOptions, start_workers
-    from vqa.threads import plan_threads
-    b = plan_threads()
+    from vqa.config import ScoreOptions
+    from vqa.engine.pool import start_workers
+    o = ScoreOptions().resolve()  # what `vqa score` runs with by default
     t = time.perf_counter()
-    pool, ring = start_workers(EngineOptions("pyav", "default", 4, b.workers, 1, "auto", 4096))
+    pool, ring = start_workers(o)
     pool.wait_ready()
     out["spawn_s"] = time.perf_counter() - t
-    out["workers"] = b.workers
+    out["workers"] = o.workers
     pool.close(); ring.close()
     print(json.dumps(out))
 """

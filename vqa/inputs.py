@@ -29,6 +29,13 @@ class Input:
     error: tuple[str, str] | None = None
 
 
+def path_arg(path: object) -> str:
+    """One path as a str; anything else is a TypeError (a list of paths is not one path)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
+
+
 def is_video_file(name: str) -> bool:
     return os.path.splitext(name)[1][1:].lower() in VIDEO_EXTENSIONS
 
@@ -111,7 +118,7 @@ def _inside(path: str, root_real: str) -> bool:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None,
+def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | None = None,
                   warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
     """Files as given, folders expanded to their videos, in the order given.
 
@@ -119,10 +126,14 @@ def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None
     inputs), a file found in a folder that resolves outside it gets E_BAD_PATH, and a folder
     inside that cannot be read gets E_UNREADABLE, so that each still gets its record and the
     exit status counts it. Files found in a folder are ``FoundPath``s: the decoder checks again,
-    when it opens one, that it still leads inside that folder.
+    when it opens one, that it still leads inside that folder. An ``Input`` among ``paths`` is
+    expanded already and is kept as it is.
     """
     inputs: list[Input] = []
     for p in paths:
+        if isinstance(p, Input):  # expanded already (a job a service stored): kept as it is
+            inputs.append(p)
+            continue
         p = os.fsdecode(p)
         if os.path.isdir(p):
             root_real = os.path.realpath(p)

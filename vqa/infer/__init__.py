@@ -9,7 +9,7 @@ import importlib.util
 
 from ..errors import BackendUnavailable, UsageError
 from ..model import ModelSpec
-from .base import MODES, Inferencer
+from .base import DEFAULT_MODE, MODES, Inferencer
 
 # name -> (module, class, pip package that provides it, precisions it runs)
 BACKENDS = {
@@ -18,6 +18,7 @@ BACKENDS = {
 }
 DEFAULT_BACKEND = "openvino"
 PRECISIONS = ("fp32", "int8")
+DEFAULT_PRECISION = "fp32"
 # How to install a backend's package. A bare `pip install torch` resolves to a CUDA build of
 # several GB; the CPU build is the one this package runs, pinned as in requirements-test.txt.
 TORCH_VERSION = "2.13.0"
@@ -36,7 +37,7 @@ def available_backends() -> list[str]:
 
 
 def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads: int | None = None,
-                    precision: str = "fp32", mode: str = "latency") -> Inferencer:
+                    precision: str = DEFAULT_PRECISION, mode: str = DEFAULT_MODE) -> Inferencer:
     if backend not in BACKENDS:
         raise UsageError(f"unknown inference backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module, cls, package, precisions = BACKENDS[backend]
@@ -52,5 +53,5 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
     return getattr(mod, cls)(spec, threads=threads, precision=precision, mode=mode)
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
            "available_backends", "install_hint", "open_inferencer"]

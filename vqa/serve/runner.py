@@ -66,16 +66,15 @@ class Service:
         self.pending_videos = sum(len(self.db.pending(j)) for j in self.db.unfinished())
         self.uploads_in_flight = 0
         self.progress = 0  # bumped on every job record: record readers poll it, not the database
-        self._clean_uploads()
-        self.scorer = engine.open_engine(settings.scorer_options)
-        self._store_error: BaseException | None = None
-        self._opened = threading.Event()
+        try:
+            self._clean_uploads()
+            engine.check_results(os.path.join(self.data, RESULTS_DB))
+            self.scorer = engine.open_engine(settings.options)
+        except BaseException:
+            self.db.close()
+            raise
         self._thread = threading.Thread(target=self._loop, name="vqa-serve-jobs", daemon=True)
         self._thread.start()
-        self._opened.wait()
-        if self._store_error is not None:
-            self.scorer.close()
-            raise self._store_error
 
     # -- requests (any thread) -------------------------------------------------------------
 
@@ -205,53 +204,51 @@ class Service:
     # -- the jobs thread -------------------------------------------------------------------
 
     def _loop(self) -> None:
-        try:  # the results store's SQLite connection belongs to this thread
-            store = engine.open_results(os.path.join(self.data, RESULTS_DB))
-        except BaseException as e:  # noqa: BLE001 - handed to the starting thread
-            self._store_error = e
-            self._opened.set()
-            return
-        self._opened.set()
-        try:
-            while not self._stop.is_set():
-                with self._wake:
-                    queued = self.db.queued()
-                    if not queued:
-                        self._wake.wait(1.0)
-                        continue
-                    self.current = queued[0]
-                try:
-                    self._run(queued[0], store)
-                except Exception as e:  # noqa: BLE001 - a job's failure must not end the service
-                    print(f"vqa serve: job {queued[0]} stopped: {type(e).__name__}: {e}; it stays queued",
-                          file=sys.stderr, flush=True)
-                    self.db.set_state(queued[0], QUEUED)
-                    self._stop.wait(5.0)
-                finally:
-                    with self._lock:
-                        self.current = None
-        finally:
-            store.close()
+        while not self._stop.is_set():
+            with self._wake:
+                queued = self.db.queued()
+                if not queued:
+                    self._wake.wait(1.0)
+                    continue
+                self.current = queued[0]
+            try:
+                self._run(queued[0])
+            except Exception as e:  # noqa: BLE001 - a job's failure must not end the service
+                print(f"vqa serve: job {queued[0]} stopped: {type(e).__name__}: {e}; it stays queued",
+                      file=sys.stderr, flush=True)
+                self.db.set_state(queued[0], QUEUED)
+                self._stop.wait(5.0)
+            finally:
+                with self._lock:
+                    self.current = None
 
-    def _run(self, job_id: str, store) -> None:
+    def _run(self, job_id: str) -> None:
         job = self.db.job(job_id)
         if job is None:
             return
         self.db.set_state(job_id, RUNNING)
         pending = self.db.pending(job_id)
-        stopped = lambda: self._stop.is_set() or job_id in self._cancelled  # noqa: E731
-        outcomes = engine.run(self.scorer, [p.input for p in pending], observe=self.metrics.observe, stopped=stopped,
-                              store=store if job["kind"] == "paths" else None)
-        try:
-            for item, outcome in zip(pending, outcomes):
-                record = named(outcome.record, item.input.path, item.name) if item.name else outcome.record
-                self.db.put_record(job_id, item.seq, record)
-                self.metrics.record(record, "job")
-                with self._lock:
-                    self.pending_videos -= 1
-                self.progress += 1
-        except CancelledError:  # stopped: the videos in flight are stored, the rest wait
-            pass
+        order = iter(pending)
+
+        def on_outcome(outcome) -> None:  # in input order, once stored
+            item = next(order)
+            record = named(outcome.record, item.input.path, item.name) if item.name else outcome.record
+            self.db.put_record(job_id, item.seq, record)
+            self.metrics.record(record, "job")
+            with self._lock:
+                self.pending_videos -= 1
+            self.progress += 1
+
+        # Jobs by path share the results store (a file scored once is not scored again);
+        # a job of uploads keeps its own beside the files, and it goes with them.
+        store = (os.path.join(self.data, RESULTS_DB) if job["kind"] == "paths"
+                 else os.path.join(self.data, UPLOADS, JOB_PREFIX + job_id, RESULTS_DB))
+        if pending:
+            try:
+                engine.run(self.scorer, self.settings.options, [item.input for item in pending], store=store, observe=self.metrics.observe,
+                           stopped=lambda: self._stop.is_set() or job_id in self._cancelled, on_outcome=on_outcome)
+            except CancelledError:  # stopped: the videos in flight are stored, the rest wait
+                pass
         if job_id in self._cancelled:
             self._cancelled.discard(job_id)
             self._forget(job_id, {**job, "state": RUNNING})

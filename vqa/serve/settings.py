@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
+from vqa.config import ScoreOptions
 from vqa.errors import UsageError
 from vqa.files import inside
 
@@ -32,7 +32,7 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20  # a JSON request body
     max_upload_bytes: int = 2 << 30  # one upload request's body, all its files together
     drain_timeout_s: float = 30.0  # on SIGTERM: how long videos in flight may take to finish
-    scorer_options: dict[str, Any] = field(default_factory=dict)  # vqa.open_scorer(**options)
+    options: ScoreOptions = field(default_factory=ScoreOptions)  # what the server's one Scorer runs with
 
     def checked(self) -> ServeSettings:
         """Raise UsageError for settings that must not start: no root, a root that is not a

@@ -1,7 +1,4 @@
-"""``vqa report`` and the report step of ``vqa score --report``: click in, vqa.report_html out.
-
-Kept apart from vqa/cli.py so each stays short; like it, this only parses and calls the library.
-"""
+"""``vqa report`` and the report step of ``vqa score --report``: click in, vqa.report_html out."""
 from __future__ import annotations
 
 import os
@@ -10,22 +7,8 @@ import sys
 import click
 
 from vqa import outputs
+from vqa.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from vqa.errors import VQAError
-
-EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
-
-
-def report_collision(report: str, written: list[str | None], inputs) -> str | None:
-    """Why ``report`` cannot be written: it is the output, the job store, or an input."""
-    key = outputs.file_key(report)
-    for other in written:
-        if other is not None and outputs.file_key(other) == key:
-            return f"--report {report} is the same file as {other}; give it another path"
-    if key[0] == "inode":
-        for item in inputs:
-            if outputs.file_key(getattr(item, "path", item)) == key:
-                return f"--report {report} is also an input: writing it would destroy it"
-    return None
 
 
 def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) -> None:

@@ -3,6 +3,9 @@
     driver: run_job -> RayScorer.submit -> [least-loaded actor] -> NodeScorer (Ray actor)
                                                                   -> Scorer (vqa.pipeline), unchanged
 
+Both ends take one ``ScoreOptions`` (vqa.config): checked and resolved once on the driver, and
+each actor resolves its own workers and threads from its share of its node's cores.
+
 ``RayScorer`` has the surface ``run_job`` drives (``submit(path, split) -> Future``, ``spec``,
 ``config``, ``workers``, ``close``), so resume, ``--retry-failed``, ``--fail-fast``, progress
 and the summary are the local job's own code. Ray Core only (actors and tasks): no Ray Data.
@@ -35,8 +38,11 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from .errors import BackendUnavailable, UsageError, VQAError
-from .types import VideoScore
+from ..codes import ErrorCode
+from ..config import ScoreOptions
+from ..errors import BackendUnavailable, UsageError, VQAError
+from ..inputs import path_arg
+from ..types import VideoScore
 
 RAY_EXTRA = "pip install 'vqa[ray]'"
 PING_S = 2.0  # how often each actor is asked for a ping
@@ -46,7 +52,7 @@ RECONCILE_S = 2.0  # how often the live nodes are compared with the actors on th
 WAIT_S = 0.05  # the dispatcher wakes at least this often (a new request waits at most this)
 CLOSE_S = 10.0  # an actor's Scorer gets this long to close before the actor is killed
 RETRIES = 1  # an actor death costs a video this many retries, then E_WORKER_CRASH
-NODE_ERRORS = ("E_NOT_FOUND", "E_UNREADABLE")  # what a node that cannot see a path says
+NODE_ERRORS = (ErrorCode.E_NOT_FOUND, ErrorCode.E_UNREADABLE)  # what a node that cannot see a path says
 
 
 def import_ray():
@@ -62,9 +68,8 @@ def import_ray():
 class NodeScorer:
     """The actor: one ``Scorer`` sized to ``cores`` of its node. Made remote by ``RayScorer``."""
 
-    def __init__(self, options: dict, cores: int, cwd: str | None = None):
-        from .pipeline import Scorer
-        from .threads import plan_threads
+    def __init__(self, options: ScoreOptions, cores: int, cwd: str | None = None):
+        from ..pipeline import Scorer
 
         # Relative paths mean what they mean to the driver (the same folders on every node),
         # also for the decode workers the Scorer spawns from here.
@@ -75,12 +80,7 @@ class NodeScorer:
                 self.cwd = cwd
             except OSError:
                 pass  # relative paths then fail here, with this node named
-        options = dict(options)
-        if options.get("workers") is None or options.get("threads") is None:
-            budget = plan_threads(workers=options.get("workers"), inference_threads=options.get("threads"),
-                                  cores=cores)
-            options["workers"], options["threads"] = budget.workers, budget.inference_threads
-        self.scorer = Scorer(**options)
+        self.scorer = Scorer(options, cores=cores)  # workers and threads: per actor, from its cores
         import ray
         self.node = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
 
@@ -134,27 +134,21 @@ class RayScorer:
     given, are per actor, else each actor plans them from its share of the node's cores.
     """
 
-    def __init__(self, *, address: str | None = None, actors_per_node: int = 1, hang_s: float = HANG_S,
-                 runtime_env: dict | None = None, node_class: type = NodeScorer, **options):
-        from .limits import check_limits
-        from .model import load_model_spec
-        from .pipeline import AUTO_BATCH_SIZE, _check_options
+    def __init__(self, options: ScoreOptions | None = None, /, *, address: str | None = None,
+                 actors_per_node: int = 1, hang_s: float = HANG_S, runtime_env: dict | None = None,
+                 node_class: type = NodeScorer, **kwargs):
+        from ..model import load_model_spec
 
+        if options is None:
+            options = ScoreOptions(**kwargs)
+        elif kwargs:
+            raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
-        o = dict(backend="openvino", decoder="pyav", frames="default", batch_size="auto", precision="fp32",
-                 mode="throughput", workers=None, threads=None)
-        o.update(options)
-        _check_options(o["backend"], o["decoder"], o["frames"], o["batch_size"], o["threads"], o["precision"],
-                       o["mode"], o["workers"])  # refused here, before a cluster starts
-        check_limits(o.get("timeout_s", "auto"), o.get("worker_memory_mb", "auto"))
-        self.spec = load_model_spec(o.get("model_dir"))
-        batch_size = AUTO_BATCH_SIZE[o["mode"]] if o["batch_size"] == "auto" else o["batch_size"]
-        self.config = {"sampling": o["frames"], "backend": o["backend"], "batch_size": batch_size,
-                       "decoder": o["decoder"], "precision": o["precision"], "mode": o["mode"]}
-        if o.get("timeline"):  # as Scorer does: in config only when on
-            self.config["timeline"] = True
+        # Refused here, before a cluster starts; the record's config does not depend on cores.
+        self.config = options.resolve().record_config()
+        self.spec = load_model_spec(options.model_dir)
         self._options = options
         self.actors_per_node, self.hang_s = actors_per_node, hang_s
         self._started_ray = False
@@ -291,7 +285,7 @@ class RayScorer:
 
     def _crash_record(self, path: str, node: str) -> VideoScore:
         return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config),
-                          error={"code": "E_WORKER_CRASH",
+                          error={"code": ErrorCode.E_WORKER_CRASH,
                                  "message": f"the vqa actor scoring it died twice (last on node {node})"})
 
     @property
@@ -306,9 +300,7 @@ class RayScorer:
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path, split: bool = False) -> Future:
-        from .pipeline import _path
-
-        path = path if isinstance(path, str) else _path(path)
+        path = path if isinstance(path, str) else path_arg(path)
         future: Future = Future()
         with self._lock:
             if self._closed or self.broken is not None:

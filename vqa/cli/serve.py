@@ -1,15 +1,16 @@
-"""``vqa serve``: click in, vqa.serve out. The web stack (the ``serve`` extra) is imported only
-when the command runs, so ``vqa --help`` and ``vqa score`` never need it."""
+"""``vqa serve``: flags -> ServeSettings (with a ScoreOptions, the same flags as ``vqa score``)
+-> vqa.serve. The web stack (the ``serve`` extra) is imported only when the command runs, so
+``vqa --help`` and ``vqa score`` never need it."""
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
+from vqa.cli.common import EXIT_USAGE, debug, fail, score_options
+from vqa.config import ScoreOptions
 from vqa.errors import VQAError
-
-EXIT_USAGE = 2
+from vqa.serve.settings import TOKEN_ENV, ServeSettings
 
 
 @click.command("serve")
@@ -34,19 +35,9 @@ EXIT_USAGE = 2
               help="Largest upload request (all its files); past it, 413.")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="On SIGTERM: seconds the videos in flight may take to finish and be stored.")
-@click.option("--frames", default="default", show_default=True, help="As vqa score --frames.")
-@click.option("--backend", default="openvino", show_default=True, help="As vqa score --backend.")
-@click.option("--precision", default="fp32", show_default=True, help="As vqa score --precision.")
-@click.option("--decoder", default="pyav", show_default=True, help="As vqa score --decoder.")
-@click.option("--workers", type=click.IntRange(min=0), default=None, help="As vqa score --workers.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="As vqa score --threads.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
-              help="As vqa score --timeout (default auto).")
-@click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="As vqa score --model-dir.")
-@click.option("--timeline", is_flag=True, help="As vqa score --timeline.")
+@score_options
 def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_uploads, max_body_kb, max_upload_mb,
-          drain_timeout, frames, backend, precision, decoder, workers, threads, timeout_s, model_dir, timeline):
+          drain_timeout, **option_values):
     """Serve scoring over HTTP: jobs over files under --root, single uploads, records as they
     arrive, HTML reports, /healthz and /metrics. OpenAPI docs at /docs.
 
@@ -55,26 +46,17 @@ def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_
     stores them and exits with status 143; the next start carries on with the queued jobs.
     """
     try:
-        from vqa.serve import ServeSettings
         from vqa.serve.server import serve as run
     except ImportError as e:
-        click.echo(f"error: E_BACKEND: vqa serve needs the serve extra: pip install 'vqa[serve]' ({e})", err=True)
-        sys.exit(EXIT_USAGE)
-    options = dict(frames=int(frames) if str(frames).isdigit() else frames, backend=backend, precision=precision,
-                   decoder=decoder, workers=workers, threads=threads, model_dir=model_dir)
-    if timeout_s is not None:
-        options["timeout_s"] = timeout_s or None
-    if timeline:
-        options["timeline"] = True
+        fail("E_BACKEND", f"vqa serve needs the serve extra: pip install 'vqa[serve]' ({e})", EXIT_USAGE)
     extra = {"data_dir": data_dir} if data_dir else {}
-    settings = ServeSettings(roots=list(roots), host=host, port=port, token=token or os.environ.get("VQA_SERVE_TOKEN"),
+    settings = ServeSettings(roots=list(roots), host=host, port=port, token=token or os.environ.get(TOKEN_ENV),
                              allow_no_token=allow_no_token, queue_jobs=queue_jobs, queue_uploads=queue_uploads,
                              max_body_bytes=max_body_kb << 10, max_upload_bytes=max_upload_mb << 20,
-                             drain_timeout_s=drain_timeout, scorer_options=options, **extra)
+                             drain_timeout_s=drain_timeout, options=ScoreOptions(**option_values), **extra)
     try:
         run(settings)
     except VQAError as e:
-        if os.environ.get("VQA_DEBUG", "") not in ("", "0"):
+        if debug():
             raise
-        click.echo(f"error: {e.code}: {e.message}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.code, e.message, EXIT_USAGE)
