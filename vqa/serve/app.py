@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from vqa.codes import ErrorCode
 from vqa.errors import VQAError
 
 from . import metrics as metrics_text
@@ -73,11 +74,11 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(Busy)
     async def busy(_request, exc: Busy):
-        return _error(429, "E_BUSY", str(exc), {"Retry-After": str(exc.retry_after_s)})
+        return _error(429, ErrorCode.E_BUSY, str(exc), {"Retry-After": str(exc.retry_after_s)})
 
     @app.exception_handler(VQAError)
     async def refused(_request, exc: VQAError):
-        return _error(403 if exc.code == "E_BAD_PATH" else 400, exc.code, exc.message)
+        return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
 
     @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
     def healthz():
@@ -113,7 +114,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
-            raise Problem(400, "E_USAGE", f"the body must be JSON like {{\"paths\": [\"/srv/a.mp4\"]}}: "
+            raise Problem(400, ErrorCode.E_USAGE, f"the body must be JSON like {{\"paths\": [\"/srv/a.mp4\"]}}: "
                                           f"{e.errors(include_url=False)[0]['msg']}") from None
         return await run_in_threadpool(service.submit_paths, job.paths, job.glob)
 
@@ -156,7 +157,7 @@ def create_app(service: Service) -> FastAPI:
     @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)")
     def delete_job(job_id: str):
         if not service.delete(job_id):
-            raise Problem(404, "E_NO_JOB", f"no job {job_id}")
+            raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
         return {"id": job_id, "deleted": True}
 
     @app.post("/v1/score", openapi_extra=_UPLOAD_BODY,
@@ -173,7 +174,7 @@ def create_app(service: Service) -> FastAPI:
             folder = service.new_upload_folder(ONE_PREFIX)
             uploads = await _receive(request, folder, settings.max_upload_bytes)
             if len(uploads) != 1:
-                raise Problem(400, "E_USAGE", f"{len(uploads)} files in one request: POST /v1/score takes one, "
+                raise Problem(400, ErrorCode.E_USAGE, f"{len(uploads)} files in one request: POST /v1/score takes one, "
                                               "POST /v1/jobs takes several")
             received = time.perf_counter()
             record = await asyncio.wrap_future(service.score_upload(uploads[0].path, uploads[0].name))
@@ -189,7 +190,7 @@ def create_app(service: Service) -> FastAPI:
     def _job(job_id: str) -> dict:
         job = service.db.job(job_id)
         if job is None:
-            raise Problem(404, "E_NO_JOB", f"no job {job_id}")
+            raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
         return job
 
     return BearerToken(app, settings.token, service.metrics)
@@ -201,15 +202,15 @@ async def _receive(request: Request, folder: str, limit: int):
         return await receive(request.stream(), request.headers.get("content-type", ""), folder, limit=limit,
                              name=request.query_params.get("name"))
     except TooLarge as e:
-        raise Problem(413, "E_TOO_LARGE", str(e)) from None
+        raise Problem(413, ErrorCode.E_TOO_LARGE, str(e)) from None
     except BadUpload as e:
-        raise Problem(400, "E_USAGE", str(e)) from None
+        raise Problem(400, ErrorCode.E_USAGE, str(e)) from None
 
 
 def _check_length(request: Request, limit: int) -> None:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        raise Problem(413, "E_TOO_LARGE", f"the request body ({length} bytes) is over the limit of {limit} bytes")
+        raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body ({length} bytes) is over the limit of {limit} bytes")
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -218,7 +219,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise Problem(413, "E_TOO_LARGE", f"the request body is over the limit of {limit} bytes")
+            raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body is over the limit of {limit} bytes")
     return bytes(body)
 
 
@@ -279,7 +280,7 @@ class BearerToken:
         if self.expected is not None and scope["path"] != "/healthz":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                response = _error(401, "E_AUTH", "this server needs a bearer token: Authorization: Bearer TOKEN",
+                response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: Authorization: Bearer TOKEN",
                                   {"WWW-Authenticate": 'Bearer realm="vqa"'})
                 await response(scope, receive, sending)
                 self.metrics.request("unauthorized", status[0])

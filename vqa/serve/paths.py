@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from vqa.codes import ErrorCode
 from vqa.errors import UsageError
 from vqa.files import FoundPath, inside
 from vqa.inputs import Input, expand_inputs
@@ -21,7 +22,7 @@ from vqa.inputs import Input, expand_inputs
 class PathRefused(UsageError):
     """A path the request may not name; the request is refused before anything is queued."""
 
-    code = "E_BAD_PATH"
+    code = ErrorCode.E_BAD_PATH
 
 
 class Roots:
@@ -61,5 +62,5 @@ class Roots:
         if isinstance(item.path, FoundPath):  # found in a folder: confined to it, which is under root
             if inside(item.path.root, root):
                 return item
-            return Input(str(item.path), ("E_BAD_PATH", f"{str(item.path)!r} leads outside the server's roots"))
+            return Input(str(item.path), (ErrorCode.E_BAD_PATH, f"{str(item.path)!r} leads outside the server's roots"))
         return Input(FoundPath(item.path, root))
