@@ -95,27 +95,24 @@ def create_app(service: Service) -> FastAPI:
     async def create_job(request: Request):
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("multipart/form-data"):
+            await _admit(request, service.admit_job)
             try:
-                service.admit_job()
-            except Busy:
-                await _discard(request)
-                raise
-            folder = None
-            try:
-                folder = service.new_upload_folder(JOB_PREFIX)
-                uploads = await _receive(request, folder, settings.max_upload_bytes)
-                return service.add_upload_job(folder, uploads)
+                folder, uploads = await _received(request, JOB_PREFIX)
             except BaseException:
                 service.release_job()
-                if folder is not None:
-                    shutil.rmtree(folder, ignore_errors=True)
+                raise
+            try:
+                return service.add_upload_job(folder, uploads)  # its place is given back when it ends
+            except BaseException:
+                service.release_job()
+                shutil.rmtree(folder, ignore_errors=True)
                 raise
         body = await _read_body(request, settings.max_body_bytes)
         try:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
-            raise Problem(400, ErrorCode.E_USAGE, f"the body must be JSON like {{\"paths\": [\"/srv/a.mp4\"]}}: "
-                                          f"{e.errors(include_url=False)[0]['msg']}") from None
+            raise Problem(400, ErrorCode.E_USAGE, "the body must be JSON like {\"paths\": [\"/srv/a.mp4\"]}: "
+                                                  + e.errors(include_url=False)[0]["msg"]) from None
         return await run_in_threadpool(service.submit_paths, job.paths, job.glob)
 
     @app.get("/v1/jobs", summary="Every job the server holds, with its counts")
@@ -164,28 +161,32 @@ def create_app(service: Service) -> FastAPI:
               summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
     async def score_upload(request: Request):
         started = time.perf_counter()
+        await _admit(request, service.admit_upload)
         try:
-            service.admit_upload()
-        except Busy:
-            await _discard(request)
-            raise
-        folder = None
-        try:
-            folder = service.new_upload_folder(ONE_PREFIX)
-            uploads = await _receive(request, folder, settings.max_upload_bytes)
-            if len(uploads) != 1:
-                raise Problem(400, ErrorCode.E_USAGE, f"{len(uploads)} files in one request: POST /v1/score takes one, "
-                                              "POST /v1/jobs takes several")
-            received = time.perf_counter()
-            record = await asyncio.wrap_future(service.score_upload(uploads[0].path, uploads[0].name))
-            scored = time.perf_counter()
+            folder, uploads = await _received(request, ONE_PREFIX)
+            try:
+                if len(uploads) != 1:
+                    raise Problem(400, ErrorCode.E_USAGE, f"{len(uploads)} files in one request: POST /v1/score "
+                                                          "takes one, POST /v1/jobs takes several")
+                received = time.perf_counter()
+                record = await asyncio.wrap_future(service.score_upload(uploads[0].path, uploads[0].name))
+                scored = time.perf_counter()
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
         finally:
             service.release_upload()
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
         timing = (f"upload;dur={(received - started) * 1e3:.2f}, score;dur={(scored - received) * 1e3:.2f}, "
                   f"total;dur={(time.perf_counter() - started) * 1e3:.2f}")
         return JSONResponse(record, headers={"Server-Timing": timing})
+
+    async def _received(request: Request, prefix: str):
+        """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
+        folder = service.new_upload_folder(prefix)
+        try:
+            return folder, await _receive(request, folder, settings.max_upload_bytes)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def _job(job_id: str) -> dict:
         job = service.db.job(job_id)
@@ -194,6 +195,16 @@ def create_app(service: Service) -> FastAPI:
         return job
 
     return BearerToken(app, settings.token, service.metrics)
+
+
+async def _admit(request: Request, admit) -> None:
+    """``admit()`` a request that sends a body; refused (Busy), its body is read to the end
+    first when small, so the client hears 429 instead of a connection cut while it sends."""
+    try:
+        admit()
+    except Busy:
+        await _discard(request)
+        raise
 
 
 async def _receive(request: Request, folder: str, limit: int):
