@@ -165,22 +165,26 @@ def main() -> None:
     ap.add_argument("--latency", type=int, default=40, help="single-upload requests")
     ap.add_argument("--requests", type=int, default=10_000, help="requests of the memory loop")
     ap.add_argument("--small-clip", type=Path, default=None, help="the clip of the memory loop (default CLIP)")
+    ap.add_argument("--only", choices=["throughput", "latency", "memory"], action="append",
+                    help="run only these parts (repeatable; default: all three)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     result = {"load_average_start": os.getloadavg()}
+    parts = set(a.only or ["throughput", "latency", "memory"])
     try:
         cli, service = [], []
-        for _ in range(a.rounds):
+        for _ in range(a.rounds if "throughput" in parts else 0):
             cli.append(cli_round(a.folder, work))
             service.append(service_round(a.folder, work))
             print(f"throughput: vqa score {cli[-1]:.1f}, vqa serve {service[-1]:.1f} videos/min", file=sys.stderr)
-        result["throughput"] = {"videos": sum(1 for p in a.folder.rglob("*") if p.is_file()),
+        result["throughput"] = cli and {"videos": sum(1 for p in a.folder.rglob("*") if p.is_file()),
                                 "cli_videos_per_min": cli, "service_videos_per_min": service,
                                 "ratio_of_medians": statistics.median(service) / statistics.median(cli)}
-        result["latency"] = latency(a.clip, work, a.latency)
-        print(f"latency: {json.dumps(result['latency'])}", file=sys.stderr)
-        small = (a.small_clip or a.clip).read_bytes()
-        result["memory"] = memory(small, work, a.requests)
+        if "latency" in parts:
+            result["latency"] = latency(a.clip, work, a.latency)
+            print(f"latency: {json.dumps(result['latency'])}", file=sys.stderr)
+        if "memory" in parts:
+            result["memory"] = memory((a.small_clip or a.clip).read_bytes(), work, a.requests)
         result["load_average_end"] = os.getloadavg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
