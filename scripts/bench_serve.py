@@ -177,9 +177,10 @@ def main() -> None:
             cli.append(cli_round(a.folder, work))
             service.append(service_round(a.folder, work))
             print(f"throughput: vqa score {cli[-1]:.1f}, vqa serve {service[-1]:.1f} videos/min", file=sys.stderr)
-        result["throughput"] = cli and {"videos": sum(1 for p in a.folder.rglob("*") if p.is_file()),
-                                "cli_videos_per_min": cli, "service_videos_per_min": service,
-                                "ratio_of_medians": statistics.median(service) / statistics.median(cli)}
+        if cli:
+            result["throughput"] = {"videos": sum(1 for p in a.folder.rglob("*") if p.is_file()),
+                                    "cli_videos_per_min": cli, "service_videos_per_min": service,
+                                    "ratio_of_medians": statistics.median(service) / statistics.median(cli)}
         if "latency" in parts:
             result["latency"] = latency(a.clip, work, a.latency)
             print(f"latency: {json.dumps(result['latency'])}", file=sys.stderr)
