@@ -3,6 +3,7 @@ and the registry that closes engines still open when the interpreter exits."""
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util  # noqa: F401 - registers its exit hook now: see _close_live below
 import weakref
 from concurrent.futures import Future
 
@@ -23,7 +24,8 @@ class Engine:
 
 
 # Engines still open when the interpreter exits are closed first, so that their threads do
-# not run on while modules are torn down (multiprocessing's own exit hook runs after this one).
+# not run on while modules are torn down. atexit runs the last hook registered first, and
+# multiprocessing.util registers its own when first imported: imported above, it is older.
 _live: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
