@@ -1,17 +1,17 @@
 """A stand-in for vqa.Scorer, for CLI and job tests that need no model."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import Future
-from pathlib import Path
 
 from vqa.config import ScoreOptions
 from vqa.job import ScorerLike
-from vqa.model import ModelSpec
+from vqa.model import ModelSpec, load_model_spec
 from vqa.types import VideoScore
 
-FAKE_SPEC = ModelSpec(name="fake", version="0", directory=Path("."), files={}, sha256={"pytorch": "0" * 64},
-                      outputs=(), view_size=224)
+# The shipped manifest's rules under another name: no model file is opened.
+FAKE_SPEC: ModelSpec = dataclasses.replace(load_model_spec(), name="fake", version="0", sha256={"pytorch": "0" * 64})
 
 
 class FakeScorer(ScorerLike):
@@ -26,6 +26,7 @@ class FakeScorer(ScorerLike):
         self.options = options or ScoreOptions()
         self.engine = engine
         self.spec = FAKE_SPEC
+        self.model = FAKE_SPEC.record(["pytorch"])
         self.config = self.options.resolve(cores=2).record_config()
         self.closed = False
         self.seen: list[str] = []

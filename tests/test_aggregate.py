@@ -4,13 +4,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqa.aggregate import (
-    BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, DEFECT_PROBABILITY, FREEZE_MAD, MIN_FROZEN_FRAMES,
-    MIN_SEGMENT_FRAMES, FrameResult, _spans, _tidy, aggregate, category, coverage,
-)
+import dataclasses
+
+from vqa import aggregate as agg
+from vqa.aggregate import FrameResult, _spans, _tidy, coverage
+from vqa.model import load_model_spec
 from vqa.preprocess import THUMB, FrameStats
 from vqa.sample import plan_frames
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, Defect, Run, SamplePlan, VideoInfo
+
+# The shipped model's rules (its manifest's decision block), under the names they had as constants.
+DECISION = load_model_spec().decision
+BLACK_LUMA_MEAN, BLACK_LUMA_P98 = DECISION.black_luma_mean, DECISION.black_luma_p98
+CATEGORY_THRESHOLDS, DEFECT_PROBABILITY = DECISION.category_thresholds, DECISION.defect_probability
+FREEZE_MAD, MIN_FROZEN_FRAMES = DECISION.freeze_mad, DECISION.min_frozen_frames
+MIN_SEGMENT_FRAMES = DECISION.min_segment_frames
+
+
+def aggregate(frames, plan, duration_s, decision=DECISION):
+    return agg.aggregate(frames, plan, duration_s, decision)
+
+
+def category(score, coverage=0.0, decision=DECISION):
+    return agg.category(score, coverage, decision)
+
 
 FPS = 25.0
 QUIET = -8.0  # a logit whose probability is far below the flag threshold
@@ -154,14 +171,14 @@ def test_flag_threshold_is_inclusive_at_each_heads_probability(kind):
     assert defects[0].severity == pytest.approx(p)
 
 
-def test_dark_bound_on_highlights_when_set(monkeypatch):
+def test_dark_bound_on_highlights_when_set():
     # A night scene: dark mean, bright highlights. Flagged with no bound, not under a bound of 150.
     st = [stats(luma=40.0, p98=230.0, thumb_seed=i) for i in range(4)]
     rows = [outputs(dark=LOUD)] * 4
     _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
     assert of_type(defects, "dark")
-    monkeypatch.setattr("vqa.aggregate.DARK_LUMA_P98", 150.0)
-    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    bounded = dataclasses.replace(DECISION, dark_luma_p98=150.0)
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0, bounded)
     assert not of_type(defects, "dark")
 
 
@@ -230,7 +247,7 @@ def test_spans_tile_the_timeline(duration_s, frames):
     assert len(spans) == len(results)
     assert spans[0][0] == 0.0
     assert spans[-1][1] == pytest.approx(duration_s)
-    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+    for (_a0, a1), (b0, _b1) in zip(spans, spans[1:]):
         assert a1 == b0  # no gap, no overlap: bit-identical edges
     for (s0, s1), f in zip(spans, results):
         assert s0 <= f.pts_s <= s1

@@ -17,7 +17,6 @@ from vqa import cli
 from vqa.config import ScoreOptions
 from vqa.errors import ModelError, UsageError
 from vqa.inputs import expand_inputs, walk_videos
-from vqa.types import VideoScore
 
 
 def run(*args, **kwargs):

@@ -91,6 +91,9 @@ def test_ascore_from_asyncio(shared, tiny_clips, sequential):
 def test_a_cancelled_future_leaves_the_scorer_working(shared, tiny_clips, sequential):
     futures = [shared.submit(p) for p in tiny_clips]
     cancelled = [f for f in futures[2:] if f.cancel()]
+    # A future stays pending until its record is ready: the last one, cancelled microseconds
+    # after it was submitted, cannot have a record yet.
+    assert futures[-1] in cancelled and futures[-1].cancelled()
     for f in futures[:2]:
         assert f.result(DEADLINE_S).to_dict() == sequential[f.result().path]
     for f in cancelled:

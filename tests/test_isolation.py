@@ -14,8 +14,8 @@ from pathlib import Path
 import av
 import pytest
 from clips import textured_frames, write_clip
-from engine_helpers import alive, mapped_segments, psm_segments, wait_until
-from test_engine import assert_no_segment_left, decode_workers, run_with_deadline
+from engine_helpers import (alive, assert_no_segment_left, decode_workers, mapped_segments, psm_segments,
+                            run_with_deadline, wait_until)
 
 from vqa import Scorer, UsageError
 from vqa.limits import AUTO_TIMEOUT_MAX_S, AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from required import optional_module
 from engine_helpers import stored
 from click.testing import CliRunner
 from clips import textured_frames, write_clip
@@ -70,7 +71,7 @@ def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray = pytest.importorskip("ray")
+    ray = optional_module("ray", "the [ray] extra")
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})

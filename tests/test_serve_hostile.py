@@ -1,20 +1,21 @@
-"""Every hostile file of tests/hostile.py and tests/hostile2.py, uploaded to a real server one
-by one and then all in one job between good clips: each gets the record it gets from
-``vqa score``, and the server keeps serving."""
+"""Every hostile file of tests/hostile.py and tests/hostile_streams.py, uploaded to a real
+server one by one and then all in one job between good clips: each gets the record it gets
+from ``vqa score``, and the server keeps serving."""
 from __future__ import annotations
 
 import os
 
 import pytest
 import hostile
-import hostile2
+import hostile_streams
 from serve_helpers import Server, multipart, wait_job
 
 pytestmark = pytest.mark.slow
 
 # Cases about the file system, not the bytes (a FIFO, a link loop, names): nothing to upload.
 NOT_UPLOADABLE = {"fifo", "symlink_loop", "non_utf8_name", "newline_name"}
-CASES = {name: case[:4] for name, case in {**hostile.CASES, **hostile2.CASES}.items() if name not in NOT_UPLOADABLE}
+CASES = {name: case[:4] for name, case in {**hostile.CASES, **hostile_streams.CASES}.items()
+         if name not in NOT_UPLOADABLE}
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .preprocess import VIEW
 
-VIEW_SHAPE = (VIEW, VIEW, 3)
+VIEW_SHAPE = (VIEW, VIEW, 3)  # the training geometry's view; a ring is made for its model's (view=)
 
 
 @dataclass(frozen=True)
@@ -29,19 +29,20 @@ class RingSpec:
     name: str
     slots: int
     batch_size: int
+    view: int = VIEW  # the model's view side (vqa.preprocess.Geometry.view)
 
     @property
     def slot_shape(self) -> tuple[int, ...]:
-        return (self.batch_size, *VIEW_SHAPE)
+        return (self.batch_size, self.view, self.view, 3)
 
 
 class BatchRing:
     """The consumer's side: owns the segment and the free-slot queue."""
 
-    def __init__(self, *, slots: int, batch_size: int):
-        size = slots * batch_size * int(np.prod(VIEW_SHAPE))
+    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW):
+        size = slots * batch_size * view * view * 3
         self._shm = shared_memory.SharedMemory(create=True, size=size)
-        self.spec = RingSpec(self._shm.name, slots, batch_size)
+        self.spec = RingSpec(self._shm.name, slots, batch_size, view)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
     def views(self, slot: int, count: int) -> np.ndarray:

@@ -21,6 +21,9 @@ Two studies, each returning a plain JSON-able dict:
 Single measurements on a shared machine are noisy: the load average is recorded before and
 after each study, and the numbers are for comparing side by side, not as absolutes.
 Torch is imported only when a pytorch backend is measured (the naive baseline uses it).
+
+Over 400 lines because the two studies share their clip views, timing loop and report tables;
+vqa.bench_engine holds the engine studies apart.
 """
 from __future__ import annotations
 
@@ -244,7 +247,8 @@ def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[fl
         start = time.perf_counter()
         record = scorer.score(path)
         seconds = time.perf_counter() - start
-        workers, threads, mode, batch = scorer.workers, scorer.threads, scorer.config["mode"], scorer.resolved.batch_size
+        workers, threads, mode = scorer.workers, scorer.threads, scorer.config["mode"]
+        batch = scorer.resolved.batch_size
     if not record.ok:
         raise UsageError(f"the engine could not score {path!r}: {record.error}")
     return seconds, {"workers": workers, "inference_threads": threads, "backend": "openvino", "precision": "fp32",
@@ -403,7 +407,8 @@ def format_report(result: dict) -> str:
     """Readable, column-aligned tables of ``run_benchmark``'s result."""
     m = result.get("machine", {})
     lines = [f"vqa bench {result.get('clip', '')}",
-             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
+             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), "
+             f"load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
              f"note: {NOISE_NOTE}"]
     if "batch" in result:
         b = result["batch"]

@@ -39,7 +39,7 @@ if __name__ == "__main__":
     from vqa.engine.pool import start_workers
     o = ScoreOptions().resolve()  # what `vqa score` runs with by default
     t = time.perf_counter()
-    pool, ring = start_workers(o)
+    pool, ring = start_workers(o, spec)
     pool.wait_ready()
     out["spawn_s"] = time.perf_counter() - t
     out["workers"] = o.workers
@@ -160,7 +160,7 @@ def streaming_study(n: int = 1_000_000, *, model_dir: str | os.PathLike | None =
     samples, first = [], None
     with Scorer(model_dir=model_dir) as scorer:
         start = time.perf_counter()
-        for k, record in enumerate(scorer.score_many(paths()), 1):
+        for k, _record in enumerate(scorer.score_many(paths()), 1):
             if first is None:
                 first = {"seconds": round(time.perf_counter() - start, 4), "paths_read": taken[0]}
             if k % max(1, n // 10) == 0:

@@ -65,7 +65,8 @@ class ErrorCode(_Code):
     # These stop a run instead of ending up in a record.
     E_MODEL = "E_MODEL", "the model cannot be used (the root of the two below)", False
     E_MODEL_MISSING = "E_MODEL_MISSING", "a model file or the manifest is missing", False
-    E_MODEL_CORRUPT = "E_MODEL_CORRUPT", "a model file does not match its manifest, or the manifest is unreadable", False
+    E_MODEL_CORRUPT = ("E_MODEL_CORRUPT", "a model file does not match its manifest, or the manifest is unreadable",
+                       False)
     E_BACKEND = "E_BACKEND", "a decode or inference backend was asked for but its package is not installed", False
     E_USAGE = "E_USAGE", "options that cannot work together or are out of bounds", False
     E_OUTPUT = "E_OUTPUT", "the output or the job store cannot be written (a full disk, a read-only file system)", False
@@ -100,7 +101,7 @@ class WarningCode(_Code):
     def parse(cls, warning: str) -> tuple[WarningCode, str]:
         """The code and message of a record's warning string (ValueError for an unknown code)."""
         code, _, message = warning.partition(":")
-        return cls(code), message.strip()
+        return cls._value2member_map_[code], message.strip()  # type: ignore[return-value]
 
 
 def markdown_table(codes: type[_Code], per_video: bool = True) -> str:

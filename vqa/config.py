@@ -14,8 +14,9 @@ re-checks an option.
 >>> r = o.resolve(cores=4)
 >>> r.batch_size, r.workers, r.threads, r.worker_memory_mb
 (1, 2, 1, 4096)
->>> r.record_config()
-{'sampling': 'default', 'backend': 'openvino', 'batch_size': 1, 'decoder': 'pyav', 'precision': 'fp32', 'mode': 'latency'}
+>>> r.record_config()  # doctest: +NORMALIZE_WHITESPACE
+{'sampling': 'default', 'backend': 'openvino', 'batch_size': 1, 'decoder': 'pyav',
+ 'precision': 'fp32', 'mode': 'latency'}
 >>> ScoreOptions(batch_size=0).validate()
 Traceback (most recent call last):
 ...
@@ -256,11 +257,11 @@ class ScoreOptions:
         video from its probe (vqa.limits.auto_timeout_s)."""
         self.validate()
         budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores)
-        memory = self.worker_memory_mb
+        memory, batch = self.worker_memory_mb, self.batch_size
         return Resolved(
-            options=self, batch_size=AUTO_BATCH_SIZE[self.mode] if self.batch_size == "auto" else self.batch_size,
+            options=self, batch_size=batch if isinstance(batch, int) else AUTO_BATCH_SIZE[self.mode],
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
-            worker_memory_mb=auto_worker_memory_mb(budget.workers) if memory == "auto" else memory or None,
+            worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None)
 
     def replace(self, **changes: Any) -> ScoreOptions:

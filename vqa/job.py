@@ -15,14 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TextIO, runtime_checkable
 
 from vqa import outputs
 from vqa.config import ScoreOptions
 from vqa.errors import OutputError, UsageError
 from vqa.inputs import Input, expand_inputs
 from vqa.jobstore import Identity, JobStore, config_key, default_db_path
-from vqa.model import ModelSpec
 from vqa.report import open_writer
 from vqa.types import VideoScore
 
@@ -44,10 +43,10 @@ class Outcome:
 class ScorerLike(Protocol):
     """What a job drives: ``vqa.Scorer``, ``vqa.engine.ray.RayScorer``, and the tests' fake.
 
-    ``spec`` and ``config`` make each record's ``model`` and ``config`` blocks (and the job
-    store's key); ``workers`` sizes the look-ahead."""
+    ``model`` and ``config`` are each record's ``model`` and ``config`` blocks (and make the
+    job store's key); ``workers`` sizes the look-ahead."""
 
-    spec: ModelSpec
+    model: dict[str, Any]
     config: dict[str, Any]
 
     @property
@@ -62,7 +61,8 @@ class ScorerLike(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStore | None = None, retry_failed: bool = False,
+def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStore | None = None,
+            retry_failed: bool = False,
             model: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per input, in order. Each new record is committed to ``store``
     before it is yielded, so whatever the caller has written is also stored.
@@ -71,7 +71,7 @@ def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStor
     ``scorer.submit`` when its turn comes, a bounded number ahead of the outcomes yielded,
     so the first outcome comes before a long input is read. ``model`` and ``config`` (what
     keys a stored record) default to the scorer's own."""
-    model = scorer.spec.to_dict() if model is None else model
+    model = dict(scorer.model) if model is None else model
     config = dict(scorer.config) if config is None else config
     key = config_key(model, config)
     workers = max(1, scorer.workers)
@@ -86,7 +86,7 @@ def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStor
                                 error={"code": code, "message": message})
             return CHECKED, item, record.to_dict()
         identity = Identity.of(item.path) if store is not None else None
-        status = store.status(identity, key) if identity is not None else None
+        status = store.status(identity, key) if store is not None and identity is not None else None
         if status is not None and (status == "ok" or not retry_failed):
             return STORED, item, identity  # the record is read when its turn comes
         return SCORED, item, (identity, scorer.submit(item.path, split=True) if split else scorer.submit(item.path))
@@ -95,7 +95,10 @@ def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStor
         if kind == CHECKED:
             return Outcome(value, kind)
         if kind == STORED:
-            return Outcome(store.get(value, key), kind)
+            assert store is not None  # only a store gives STORED
+            record = store.get(value, key)
+            assert record is not None  # its status was just read
+            return Outcome(record, kind)
         identity, future = value
         result = future.result()
         record = result.to_dict()
@@ -160,14 +163,14 @@ class FolderJob:
     when it ends early (vqa.outputs.open_output), so it is only ever replaced whole.
     """
 
-    def __init__(self, paths: Iterable[str], options: ScoreOptions, *, output: str | None = None,
+    def __init__(self, paths: Iterable[str | Input], options: ScoreOptions, *, output: str | None = None,
                  fmt: str = "jsonl", db: str | None = None, retry_failed: bool = False,
                  patterns: Iterable[str] = (), fail_fast: bool = False, report: str | None = None,
                  engine: dict[str, Any] | None = None, warn: Callable[[str], None] | None = None,
                  make_scorer: Callable[..., ScorerLike] = _open_scorer):
         self.options, self.fmt, self.retry_failed, self.fail_fast = options, fmt, retry_failed, fail_fast
         self.output = output if output not in (None, "-") else None  # None: stdout
-        self.inputs = expand_inputs(paths, patterns=patterns, warn=warn)
+        self.inputs = expand_inputs(paths, patterns=patterns, warn=warn or (lambda _message: None))
         if not self.inputs:
             raise UsageError("no video files to score")
         self.db = db if db is not None or self.output is None else default_db_path(self.output)
@@ -179,7 +182,7 @@ class FolderJob:
         self._engine, self._make_scorer = dict(engine or {}), make_scorer
         self.store: JobStore | None = None
         self.scorer: ScorerLike | None = None
-        self._stream = None
+        self._stream: TextIO | None = None
 
     def start(self, stack: ExitStack) -> None:
         self.store = stack.enter_context(JobStore(self.db)) if self.db else None

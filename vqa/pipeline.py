@@ -19,10 +19,11 @@ from concurrent.futures import Future
 from typing import Any
 
 from .config import ScoreOptions
+from .engine.base import Engine
 from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
-from .infer import open_inferencer
+from .infer import Inferencer, model_files, open_inferencer
 from .inputs import path_arg
 from .model import load_model_spec
 from .types import VideoScore
@@ -84,10 +85,12 @@ class Scorer:
         self.options, self.resolved = options, resolved
         self.workers, self.threads = resolved.workers, resolved.threads
         self.spec = load_model_spec(options.model_dir)
+        self.model = self.spec.record(model_files(options.backend, options.precision))  # each record's
         self.config = resolved.record_config()
         self._lock = threading.Lock()
         self._closed = False
-        self.inferencer = self._engine = None
+        self.inferencer: Inferencer | None = None
+        self._engine: Engine | None = None
         try:
             self._engine = self._new_engine(self._open_inferencer)
         except BaseException:
@@ -103,9 +106,10 @@ class Scorer:
 
     def _new_engine(self, inferencer):
         if self.workers == 0:
-            return LocalEngine(self.resolved, inferencer() if callable(inferencer) else inferencer, self._new_record)
+            return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
+                               self._new_record)
         # The pool engine starts its workers first, and opens the model while they start.
-        return PoolEngine(self.resolved, inferencer, self._new_record)
+        return PoolEngine(self.resolved, self.spec, inferencer, self._new_record)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -121,6 +125,7 @@ class Scorer:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Scorer is closed")
+            assert self._engine is not None  # made in __init__, gone only when closed
             if self._engine.broken is not None:  # its dispatcher failed: start afresh
                 self._engine.close()
                 self._engine = None
@@ -174,7 +179,7 @@ class Scorer:
                 future.cancel()
 
     def _new_record(self, path: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config))
+        return VideoScore(path=path, status="error", model=dict(self.model), config=dict(self.config))
 
     # -- the engine's parts, for tests and tools -----------------------------------------
 

@@ -28,7 +28,8 @@ def _make_scorer(options: ScoreOptions, **engine):
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format. Default: table on a terminal, jsonl when piped or "
-                   "with --output. json is one array written as results arrive; jsonl and csv add each record as it is scored.")
+                   "with --output. json is one array written as results arrive; jsonl and csv add each record "
+                   "as it is scored.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write results to FILE instead of stdout ('-' is stdout). With a file, the job "
                    "is resumable: see --db.")
@@ -100,7 +101,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         options.validate()  # before the job store is made
     except VQAError as e:
         fail(e.code, e.message, EXIT_USAGE)
-    collected = [] if report is not None else None
+    collected: list[dict] | None = [] if report is not None else None
     with ExitStack() as stack:
         try:
             job.start(stack)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..aggregate import FreezeChain
 from ..decode import VideoReader
-from ..preprocess import fragments, frame_stats
+from ..preprocess import TRAINING, Geometry, fragments, frame_stats
 from ..types import SamplePlan
 from .messages import FrameMeta
 
@@ -29,20 +29,24 @@ class Buffers(Protocol):
 
 
 def batches(reader: VideoReader, plan: SamplePlan, buffers: Buffers, batch_size: int, *, run_offset: int = 0,
-            open_end: bool = True, chain: FreezeChain | None = None) -> Iterator[tuple[int, list[FrameMeta]]]:
+            open_end: bool = True, chain: FreezeChain | None = None, geometry: Geometry = TRAINING
+            ) -> Iterator[tuple[int, list[FrameMeta]]]:
     """Yield ``(key, metas)`` for each batch of up to ``batch_size`` frames read from ``reader``
     along ``plan``: the views are in buffer ``key``, in the order of ``metas``. A buffer is
     taken only when a frame arrives for it, so a read that yields nothing takes none.
 
     ``run_offset``: index of the plan's first run in the video's whole plan (a segment of a
     split video). ``chain``: a FreezeChain fed each frame's stats as it is read, so only the
-    read's first and last thumbnails stay in memory (the caller keeps the metas)."""
-    key, metas = None, []
+    read's first and last thumbnails stay in memory (the caller keeps the metas).
+    ``geometry``: how the model cuts a frame into its view (its manifest's)."""
+    key: int | None = None
+    metas: list[FrameMeta] = []
+    buffer: np.ndarray | None = None
     try:
         for frame in reader.read(plan, open_end=open_end):
-            if key is None:
+            if key is None or buffer is None:
                 key, buffer = buffers.take()
-            buffer[len(metas)] = fragments(frame.rgb)
+            buffer[len(metas)] = fragments(frame.rgb, geometry=geometry)
             stats = frame_stats(frame.rgb)
             if chain is not None:
                 chain.add(stats)
@@ -51,7 +55,7 @@ def batches(reader: VideoReader, plan: SamplePlan, buffers: Buffers, batch_size:
                 full, key, out = key, None, metas
                 metas = []
                 yield full, out
-        if metas:
+        if metas and key is not None:
             full, key = key, None
             yield full, metas
     finally:

@@ -17,7 +17,7 @@ from ..decode import open_video
 from ..errors import VQAError
 from ..infer import Inferencer
 from ..limits import out_of_memory
-from ..preprocess import VIEW
+from ..model import ModelSpec
 from ..sample import plan_frames
 from ..types import VideoScore
 from .base import Engine, register
@@ -28,8 +28,8 @@ from .frames import batches
 class _OneBuffer:
     """The frame loop's buffers in this process: one batch, reused once inference has read it."""
 
-    def __init__(self, batch_size: int):
-        self.array = np.empty((batch_size, VIEW, VIEW, 3), np.uint8)
+    def __init__(self, batch_size: int, view: int):
+        self.array = np.empty((batch_size, view, view, 3), np.uint8)
 
     def take(self) -> tuple[int, np.ndarray]:
         return 0, self.array
@@ -38,11 +38,12 @@ class _OneBuffer:
         pass
 
 
-def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer) -> VideoScore:
+def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer, spec: ModelSpec
+               ) -> VideoScore:
     """Decode, infer and aggregate ``path`` in this process. Never raises for a bad video: the
     record gets ``status="error"`` and a code."""
     try:
-        _score_into(record, path, options, inferencer)
+        _score_into(record, path, options, inferencer, spec)
         record.status = "ok"
     except VQAError as e:
         record.error = {"code": e.code, "message": e.message}
@@ -54,8 +55,9 @@ def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inf
     return record
 
 
-def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer) -> None:
-    buffer = _OneBuffer(options.batch_size)
+def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer, spec: ModelSpec
+                ) -> None:
+    buffer = _OneBuffer(options.batch_size, spec.preprocessing.view)
     with open_video(path, backend=options.decoder, threads=options.decode_threads) as reader:
         info = record.video = reader.info
         plan = plan_frames(info, options.frames)
@@ -63,18 +65,20 @@ def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: In
         results: list[FrameResult] = []
         # The chain keeps a read's first and last thumbnails only: memory stays flat however
         # many frames are scored.
-        for _, metas in batches(reader, plan, buffer, options.batch_size, chain=FreezeChain()):
+        for _, metas in batches(reader, plan, buffer, options.batch_size, chain=FreezeChain(),
+                                geometry=spec.preprocessing):
             outputs = inferencer.infer(buffer.array[:len(metas)])
             results += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
         conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings,
-                 with_timeline=options.timeline)
+                 decision=spec.decision, with_timeline=options.timeline)
 
 
 class LocalEngine(Engine):
     """``workers=0``: one thread scores the requests in turn, in this process."""
 
-    def __init__(self, options: Resolved, inferencer: Inferencer, new_record: Callable[[str], VideoScore]):
-        self._options, self._inferencer, self._new_record = options, inferencer, new_record
+    def __init__(self, options: Resolved, spec: ModelSpec, inferencer: Inferencer,
+                 new_record: Callable[[str], VideoScore]):
+        self._options, self._spec, self._inferencer, self._new_record = options, spec, inferencer, new_record
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="vqa-engine", daemon=True)
         self._closed = False
@@ -100,7 +104,7 @@ class LocalEngine(Engine):
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer))
+                future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer, self._spec))
             except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
                 future.set_exception(e)
 

@@ -26,6 +26,7 @@ from ..config import Resolved
 from ..errors import InputError
 from ..infer import Inferencer
 from ..limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s
+from ..model import ModelSpec
 from ..sample import plan_frames, split_plan
 from ..types import SamplePlan, VideoInfo, VideoScore
 from .base import Engine, register
@@ -59,15 +60,16 @@ class _Video:
     finished: bool = False
 
 
-def start_workers(options: Resolved) -> tuple[WorkerPool, BatchRing]:
+def start_workers(options: Resolved, spec: ModelSpec) -> tuple[WorkerPool, BatchRing]:
     """The ring and the spawned workers; they start while the caller does other work, and
     ``pool.wait_ready()`` waits for them. (PoolEngine starts its own; tools time this alone.)"""
     import multiprocessing as mp
 
-    ring = BatchRing(slots=SLOTS_PER_WORKER * options.workers, batch_size=options.batch_size)
+    ring = BatchRing(slots=SLOTS_PER_WORKER * options.workers, batch_size=options.batch_size,
+                     view=spec.preprocessing.view)
     try:
         pool = WorkerPool(mp.get_context("spawn"), options.workers, ring.spec, SLOTS_PER_WORKER,
-                          memory_mb=options.worker_memory_mb)
+                          memory_mb=options.worker_memory_mb, geometry=spec.preprocessing)
     except BaseException:
         ring.close()
         raise
@@ -77,13 +79,13 @@ def start_workers(options: Resolved) -> tuple[WorkerPool, BatchRing]:
 class PoolEngine(Engine):
     """``workers >= 1``: the dispatcher thread owns the pool, the ring and the inferencer."""
 
-    def __init__(self, options: Resolved, inferencer: Inferencer | Callable[[], Inferencer],
+    def __init__(self, options: Resolved, spec: ModelSpec, inferencer: Inferencer | Callable[[], Inferencer],
                  new_record: Callable[[str], VideoScore]):
         """Start the ring and the workers, then take the inferencer (a callable is called while
         the workers start: the model compiles meanwhile), then wait for every worker to be
         ready. Whatever fails on the way, what was started here is stopped and freed again."""
-        self.o, self._new_record = options, new_record
-        self.pool, self.ring = start_workers(options)
+        self.o, self._decision, self._new_record = options, spec.decision, new_record
+        self.pool, self.ring = start_workers(options, spec)
         try:
             self.inferencer = inferencer() if callable(inferencer) else inferencer
             self.pool.wait_ready()  # a memory limit too low, or no main guard, fails here
@@ -100,7 +102,8 @@ class PoolEngine(Engine):
         self._completions: queue.SimpleQueue = queue.SimpleQueue()  # inference callbacks land here
         self._task_ids = iter(range(1 << 62))
         self.window = max(2, 2 * options.workers)  # videos in flight, bounding memory
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r, wake_w = os.pipe()
+        self._wake_w: int | None = wake_w  # None once closed
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._wake_lock = threading.Lock()  # no write to the pipe once its descriptors are closed
@@ -153,8 +156,9 @@ class PoolEngine(Engine):
             self.ring.close()
             with self._wake_lock:
                 os.close(self._wake_r)
-                os.close(self._wake_w)
-                self._wake_r = self._wake_w = None
+                if self._wake_w is not None:
+                    os.close(self._wake_w)
+                self._wake_w = None  # the dispatcher, which reads _wake_r, has stopped
 
     # -- the dispatcher thread -----------------------------------------------------------
 
@@ -273,7 +277,8 @@ class PoolEngine(Engine):
                 video.info = video.timeout_s = None
                 self._probe(video)
             else:
-                self._fail(video, ErrorCode.E_WORKER_CRASH, f"the decode worker died twice on it (exit code {msg.exitcode})")
+                self._fail(video, ErrorCode.E_WORKER_CRASH,
+                           f"the decode worker died twice on it (exit code {msg.exitcode})")
         elif isinstance(msg, Probed):
             self._plan(video, msg.info, msg.keyframes_s)
         elif isinstance(msg, Failed):
@@ -289,14 +294,18 @@ class PoolEngine(Engine):
     def _limit(self, video: _Video) -> float | None:
         """The limit of the video's tasks: the probe's until it is planned, then the decode's."""
         if video.info is None:
-            return AUTO_TIMEOUT_MIN_S if self.o.timeout_s == "auto" else self.o.timeout_s
+            return AUTO_TIMEOUT_MIN_S if self.o.timeout_s == "auto" else self._seconds()
         return video.timeout_s
+
+    def _seconds(self) -> float | None:
+        """timeout_s when it is not "auto": seconds, or None for no limit."""
+        return None if isinstance(self.o.timeout_s, str) else self.o.timeout_s
 
     def _plan(self, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
         video.info = video.record.video = info
         video.planned = plan_frames(info, self.o.frames)
         # Each segment gets the whole video's limit: it decodes no more than the whole video.
-        video.timeout_s = auto_timeout_s(info, video.planned) if self.o.timeout_s == "auto" else self.o.timeout_s
+        video.timeout_s = auto_timeout_s(info, video.planned) if self.o.timeout_s == "auto" else self._seconds()
         video.record.sampling = video.planned.to_dict()
         video.plan, segments = split_plan(video.planned, video.parts, keyframes_s=keyframes)
         video.pending = len(segments)
@@ -342,9 +351,10 @@ class PoolEngine(Engine):
     def _finish(self, video: _Video) -> None:
         record = video.record
         frames = sorted(video.frames, key=lambda f: (f.run, f.pts_s))
+        assert video.plan and video.planned and video.info  # planned (Probed) before any Done
         try:
             conclude(record, frames, video.plan, video.planned, video.info, video.decoded, video.decode_errors,
-                     video.reader_warnings, with_timeline=self.o.timeline)
+                     video.reader_warnings, decision=self._decision, with_timeline=self.o.timeline)
         except InputError as e:
             self._fail(video, e.code, e.message)
             return

@@ -10,10 +10,12 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
+from typing import Any
 
 from ..batch import RingSpec
 from ..codes import ErrorCode
 from ..errors import UsageError, VQAError
+from ..preprocess import TRAINING, Geometry
 from .messages import Batch, Crashed, Done, Failed, Probed, Ready, TimedOut
 from .worker import EXIT_UNGUARDED_SCRIPT, UNGUARDED_MESSAGE, WORKER_NAME, worker_main
 
@@ -48,8 +50,8 @@ def _descendants(pid: int) -> list[int]:
 @dataclass
 class _Worker:
     slots: range
-    process: object = None
-    conn: object = None
+    process: Any = None  # a multiprocessing Process of the pool's context
+    conn: Any = None  # the parent's end of its pipe
     ready: bool = False  # said "ready": tasks may go to it
     task_id: int | None = None  # the task it is running
     started_s: float = 0.0  # monotonic time the task (or, while booting, the process) started
@@ -76,8 +78,9 @@ class WorkerPool:
     """
 
     def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int,
-                 memory_mb: int | None = None):
+                 memory_mb: int | None = None, geometry: Geometry = TRAINING):
         self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
+        self._geometry = geometry  # the model's (vqa.model.ModelSpec.preprocessing)
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
@@ -92,7 +95,8 @@ class WorkerPool:
     def _spawn(self, w: _Worker) -> None:
         parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
-        w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free, self._memory_mb),
+        w.process = self._ctx.Process(target=worker_main,
+                                      args=(child_end, self._spec, free, self._memory_mb, 1, self._geometry),
                                       daemon=True, name=WORKER_NAME)
         w.process.start()
         child_end.close()

@@ -26,6 +26,9 @@ A path that the driver can read but a node cannot (no shared filesystem there) g
 node's own ``E_NOT_FOUND``/``E_UNREADABLE`` with the node named in the message.
 
 Ray is imported only here, and only when a ``RayScorer`` is made (``engine="ray"``).
+
+Over 400 lines because the dispatcher thread (requests, actors, pings, retries) is one state
+machine that owns every Ray call; NodeScorer, the actor, is the first 50.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codes import ErrorCode
 from ..config import ScoreOptions
@@ -87,7 +91,7 @@ class NodeScorer:
     def describe(self) -> dict:
         import vqa
         return {"node": self.node, "pid": os.getpid(), "cwd": self.cwd, "workers": self.scorer.workers,
-                "threads": self.scorer.threads, "spec": self.scorer.spec.to_dict(),
+                "threads": self.scorer.threads, "model": dict(self.scorer.model),
                 "config": dict(self.scorer.config), "vqa": vqa.__file__}
 
     async def score(self, path: str, split: bool) -> VideoScore:
@@ -112,7 +116,7 @@ class _Request:
 
 @dataclass(eq=False)
 class _Actor:
-    handle: object
+    handle: Any  # a Ray actor handle
     node_id: str
     cores: int
     ready_ref: object  # describe(), until the actor is ready
@@ -146,9 +150,12 @@ class RayScorer:
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
+        from ..infer import model_files
+
         # Refused here, before a cluster starts; the record's config does not depend on cores.
         self.config = options.resolve().record_config()
         self.spec = load_model_spec(options.model_dir)
+        self.model = self.spec.record(model_files(options.backend, options.precision))
         self._options = options
         self.actors_per_node, self.hang_s = actors_per_node, hang_s
         self._started_ray = False
@@ -256,7 +263,7 @@ class RayScorer:
             if isinstance(cause, VQAError):  # the same error on every node: the job cannot run
                 raise cause from None
             return
-        if info["spec"] != self.spec.to_dict() or info["config"] != self.config:
+        if info["model"] != self.model or info["config"] != self.config:
             self._drop(actor)
             raise UsageError(f"node {info['node']} has another model or vqa version ({info['vqa']}): "
                              f"install the same vqa on every node")
@@ -284,7 +291,7 @@ class RayScorer:
         self._actors.remove(actor)
 
     def _crash_record(self, path: str, node: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config),
+        return VideoScore(path=path, status="error", model=dict(self.model), config=dict(self.config),
                           error={"code": ErrorCode.E_WORKER_CRASH,
                                  "message": f"the vqa actor scoring it died twice (last on node {node})"})
 
@@ -306,8 +313,12 @@ class RayScorer:
             if self._closed or self.broken is not None:
                 raise RuntimeError("this Scorer is closed" if self._closed else f"the Ray engine failed: {self.broken}")
             self._pending.put(_Request(path, split, future))
-        future.add_done_callback(lambda f: f.cancelled() and self._pending.put(f))
+        future.add_done_callback(self._on_done)
         return future
+
+    def _on_done(self, future: Future) -> None:
+        if future.cancelled():
+            self._pending.put(future)
 
     def score(self, path) -> VideoScore:
         return self.submit(path, split=True).result()
@@ -444,7 +455,7 @@ class RayScorer:
         if record.status == "error" and record.error and record.error.get("code") in NODE_ERRORS:
             if os.access(record.path, os.R_OK):
                 record.error = dict(record.error, message=(
-                    f"{record.error['message']} (on node {actor.info['node']}; the driver can read it: "
+                    f"{record.error['message']} (on node {actor.info and actor.info['node']}; the driver can read it: "
                     f"every node must see the same files, e.g. through a shared filesystem)"))
         return record
 

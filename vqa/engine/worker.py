@@ -23,6 +23,7 @@ from ..codes import ErrorCode
 from ..decode import open_video
 from ..errors import VQAError
 from ..limits import out_of_memory
+from ..preprocess import TRAINING, Geometry
 from .frames import batches
 from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeTask, Ready
 
@@ -102,10 +103,10 @@ class _RingSlots:
         self._link.free.append(key)
 
 
-def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
+def _decode(task: DecodeTask, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
     with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
         for slot, metas in batches(reader, task.plan, _RingSlots(link, ring), ring.spec.batch_size,
-                                   run_offset=task.run_offset, open_end=task.open_end):
+                                   run_offset=task.run_offset, open_end=task.open_end, geometry=geometry):
             link.send(Batch(task.task_id, slot, metas))
         link.send(Done(task.task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
 
@@ -126,14 +127,14 @@ def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _run(task, link: _Link, ring: RingWriter) -> None:
+def _run(task, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
     if isinstance(task, ProbeTask):
         with open_video(task.path, backend=task.decoder, threads=1) as reader:
             info = reader.info
             keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
         link.send(Probed(task.task_id, info, keyframes))
     else:
-        _decode(task, link, ring)
+        _decode(task, link, ring, geometry)
 
 
 def guard_spawned_import() -> None:
@@ -162,7 +163,7 @@ def _address_space_mb() -> int | None:
 
 
 def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
-                opencv_threads: int = 1) -> None:
+                opencv_threads: int = 1, geometry: Geometry = TRAINING) -> None:
     """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
     import cv2  # loaded already by the preprocess stage; its own pool would take every core
 
@@ -175,15 +176,16 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
         link.send(Ready(os.getpid(), _address_space_mb()))
         while True:
             task = link.next_task()
-            error = None
+            error: tuple[str, str] | None = None
             try:
-                _run(task, link, ring)
+                _run(task, link, ring, geometry)
             except (_Stop, BrokenPipeError, EOFError):
                 raise
             except Exception as e:  # a decoder fault on one file must not take the worker down
                 if out_of_memory(e):
+                    limit = memory_mb or "no limit"
                     error = (ErrorCode.E_MEMORY_LIMIT, f"the decode worker ran out of memory on it "
-                                               f"(worker_memory_mb={memory_mb or 'no limit'}): {type(e).__name__}")
+                                                       f"(worker_memory_mb={limit}): {type(e).__name__}")
                 elif isinstance(e, VQAError):
                     error = (e.code, e.message)
                 else:

@@ -50,5 +50,5 @@ def write_report(records: list[Mapping[str, Any]], out: str | os.PathLike, **opt
     os.replace(partial, out)
 
 
-__all__ = ["DEFAULT_THUMBNAILS", "MAX_POINTS", "PAGE_SIZE", "build_report", "content_security_policy", "downsample", "embed_json",
-           "load_records", "plan_shots", "row", "summary", "worst_rows", "write_report"]
+__all__ = ["DEFAULT_THUMBNAILS", "MAX_POINTS", "PAGE_SIZE", "build_report", "content_security_policy", "downsample",
+           "embed_json", "load_records", "plan_shots", "row", "summary", "worst_rows", "write_report"]

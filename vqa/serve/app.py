@@ -10,7 +10,8 @@ import asyncio
 import hmac
 import shutil
 import time
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -55,7 +56,8 @@ _JOB_BODY = {"requestBody": {"required": True, "content": {
         "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}}}}
 
 
-def create_app(service: Service) -> FastAPI:
+def create_app(service: Service) -> BearerToken:
+    """The ASGI app: the routes (FastAPI) behind the bearer-token check."""
     settings = service.settings
 
     async def lifespan(_app):
@@ -143,13 +145,14 @@ def create_app(service: Service) -> FastAPI:
             "Thumbnails for the N lowest-scoring videos (jobs by path only: uploads are deleted once scored)"))):
         from vqa.report_html import build_report, content_security_policy
 
-        job = await run_in_threadpool(_job, job_id)
-        records = await run_in_threadpool(lambda: list(service.db.iter_records(job_id)))
-        page = await run_in_threadpool(lambda: build_report(
-            records, thumbnails=thumbnails if job["kind"] == "paths" else 0, title=f"vqa job {job_id}",
-            source=f"{job['state']}: {job['done']} of {job['total']} videos"))
-        return HTMLResponse(page, headers={"Content-Security-Policy": content_security_policy(),
-                                           "X-Content-Type-Options": "nosniff"})
+        def page() -> str:
+            job = _job(job_id)
+            records: list[Mapping[str, Any]] = list(service.db.iter_records(job_id))
+            return build_report(records, thumbnails=thumbnails if job["kind"] == "paths" else 0,
+                                title=f"vqa job {job_id}",
+                                source=f"{job['state']}: {job['done']} of {job['total']} videos")
+        headers = {"Content-Security-Policy": content_security_policy(), "X-Content-Type-Options": "nosniff"}
+        return HTMLResponse(await run_in_threadpool(page), headers=headers)
 
     @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)")
     def delete_job(job_id: str):
@@ -221,7 +224,8 @@ async def _receive(request: Request, folder: str, limit: int):
 def _check_length(request: Request, limit: int) -> None:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body ({length} bytes) is over the limit of {limit} bytes")
+        raise Problem(413, ErrorCode.E_TOO_LARGE,
+                      f"the request body ({length} bytes) is over the limit of {limit} bytes")
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -291,8 +295,8 @@ class BearerToken:
         if self.expected is not None and scope["path"] != "/healthz":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: Authorization: Bearer TOKEN",
-                                  {"WWW-Authenticate": 'Bearer realm="vqa"'})
+                response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: "
+                                  "Authorization: Bearer TOKEN", {"WWW-Authenticate": 'Bearer realm="vqa"'})
                 await response(scope, receive, sending)
                 self.metrics.request("unauthorized", status[0])
                 return

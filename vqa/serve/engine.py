@@ -45,7 +45,9 @@ class _Shared:
 
     def __init__(self, scorer, observe: Observe, stopped: Callable[[], bool]):
         self._scorer, self._observe, self._stopped = scorer, observe, stopped
-        self.spec, self.config, self.workers = scorer.spec, scorer.config, scorer.workers
+
+    def __getattr__(self, name: str) -> Any:  # model, config, workers: the scorer's own
+        return getattr(self._scorer, name)
 
     def submit(self, path: str, split: bool = False) -> Future:
         if self._stopped():
@@ -66,7 +68,11 @@ class _Shared:
 
 def _timed(future: Future, observe: Observe) -> Future:
     started = time.monotonic()
-    future.add_done_callback(lambda f: f.cancelled() or observe(time.monotonic() - started))
+
+    def done(f: Future) -> None:
+        if not f.cancelled():
+            observe(time.monotonic() - started)
+    future.add_done_callback(done)
     return future
 
 

@@ -71,7 +71,8 @@ class JobDB:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
-            raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data")
+            raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data"
+                             ) from None
         self._write = self._connect()
         self._write.executescript(SCHEMA)
         self._lock = threading.Lock()
@@ -179,8 +180,8 @@ class JobDB:
     def iter_records(self, job_id: str) -> Iterator[dict[str, Any]]:
         after = -1
         while rows := self.records(job_id, after):
-            for after, text in rows:
-                yield json.loads(text)
+            yield from (json.loads(text) for _seq, text in rows)
+            after = rows[-1][0]
 
     def close(self) -> None:
         with self._lock:

@@ -245,8 +245,9 @@ class Service:
                  else os.path.join(self.data, UPLOADS, JOB_PREFIX + job_id, RESULTS_DB))
         if pending:
             try:
-                engine.run(self.scorer, self.settings.options, [item.input for item in pending], store=store, observe=self.metrics.observe,
-                           stopped=lambda: self._stop.is_set() or job_id in self._cancelled, on_outcome=on_outcome)
+                engine.run(self.scorer, self.settings.options, [item.input for item in pending], store=store,
+                           observe=self.metrics.observe, on_outcome=on_outcome,
+                           stopped=lambda: self._stop.is_set() or job_id in self._cancelled)
             except CancelledError:  # stopped: the videos in flight are stored, the rest wait
                 pass
         if job_id in self._cancelled:

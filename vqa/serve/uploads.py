@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
@@ -43,14 +44,18 @@ def display_name(raw: bytes | str) -> str:
 
 class _Files:
     def __init__(self, folder: str):
-        self.folder, self.done, self._fd, self._name = folder, [], None, None
+        self.folder = folder
+        self.done: list[Upload] = []
+        self._fd: int | None = None
+        self._name: tuple[str, str] | None = None
 
     def open(self, name: str) -> None:
         if len(self.done) >= MAX_FILES:
             raise BadUpload(f"more than {MAX_FILES} files in one request")
         match = _EXTENSION.search(name)
         path = os.path.join(self.folder, f"{len(self.done):06d}{match.group(0).lower() if match else ''}")
-        self._fd, self._name = os.open(path, _FLAGS, 0o600), (path, name)
+        self._fd = os.open(path, _FLAGS, 0o600)
+        self._name = (path, name)
 
     def write(self, data: bytes) -> None:
         if self._fd is not None:
@@ -59,7 +64,7 @@ class _Files:
                 view = view[os.write(self._fd, view):]
 
     def close(self) -> None:
-        if self._fd is not None:
+        if self._fd is not None and self._name is not None:
             os.close(self._fd)
             self.done.append(Upload(*self._name))
             self._fd = None
@@ -100,7 +105,7 @@ async def receive(chunks: AsyncIterator[bytes], content_type: str, folder: str, 
     return files.done
 
 
-def _callbacks(files: _Files) -> dict:
+def _callbacks(files: _Files) -> Any:  # python_multipart's MultipartCallbacks
     state = {"field": b"", "value": b"", "headers": {}}
 
     def header_field(data, start, end):

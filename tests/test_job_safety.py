@@ -116,7 +116,7 @@ def test_a_file_replaced_during_the_job_is_stored_as_what_was_opened(monkeypatch
     assert run(clip, "--output", out).exit_code == 0
     with JobStore(default_db_path(str(out))) as store:
         scorer = ReplacingScorer.instances[-1]
-        key = config_key(scorer.spec.to_dict(), scorer.config)
+        key = config_key(scorer.model, scorer.config)
         now = Identity.of(str(clip))
         assert store.count() == 1 and store.status(now, key) == "ok"  # found under what it is now
 
