@@ -4,7 +4,8 @@ change of load then hits both alike).
     python scripts/bench_serve.py FOLDER CLIP [--rounds 3] [--latency 40] [--requests 10000]
 
 - throughput: FOLDER through `vqa score FOLDER --output ...` and through a job on a fresh
-  server (POST /v1/jobs, then its records streamed to the end), rounds interleaved. Both
+  server (POST /v1/jobs, then its records streamed to the end), in rounds where each goes
+  first in turn. Both
   leave out start-up: the CLI's summary times from a ready Scorer, the service from the POST.
 - latency: CLIP uploaded to POST /v1/score, one request at a time, interleaved with
   `Scorer.score(CLIP)` in this process. Added latency = the client's round trip less the
@@ -173,14 +174,20 @@ def main() -> None:
     parts = set(a.only or ["throughput", "latency", "memory"])
     try:
         cli, service = [], []
-        for _ in range(a.rounds if "throughput" in parts else 0):
-            cli.append(cli_round(a.folder, work))
-            service.append(service_round(a.folder, work))
+        for i in range(a.rounds if "throughput" in parts else 0):
+            # Which goes first alternates: a load that rises or falls during a round hits both alike.
+            if i % 2 == 0:
+                cli.append(cli_round(a.folder, work))
+                service.append(service_round(a.folder, work))
+            else:
+                service.append(service_round(a.folder, work))
+                cli.append(cli_round(a.folder, work))
             print(f"throughput: vqa score {cli[-1]:.1f}, vqa serve {service[-1]:.1f} videos/min", file=sys.stderr)
         if cli:
             result["throughput"] = {"videos": sum(1 for p in a.folder.rglob("*") if p.is_file()),
                                     "cli_videos_per_min": cli, "service_videos_per_min": service,
-                                    "ratio_of_medians": statistics.median(service) / statistics.median(cli)}
+                                    "ratio_of_medians": statistics.median(service) / statistics.median(cli),
+                                    "median_ratio_per_round": statistics.median(s / c for s, c in zip(service, cli))}
         if "latency" in parts:
             result["latency"] = latency(a.clip, work, a.latency)
             print(f"latency: {json.dumps(result['latency'])}", file=sys.stderr)
