@@ -74,6 +74,11 @@ class ErrorCode(_Code):
     E_OUTPUT = "E_OUTPUT", "the output or the job store cannot be written (a full disk, a read-only file system)", False
     E_RESOURCE = ("E_RESOURCE", "the machine lacks a resource the run needs (shared memory in /dev/shm for the "
                   "decode workers' ring): the run's error, never a video's", False)
+    # vqa serve: these answer a request (its HTTP status in brackets), never a record.
+    E_AUTH = "E_AUTH", "no bearer token, or the wrong one (401)", False
+    E_NO_JOB = "E_NO_JOB", "no job with that id: never made, or deleted (404)", False
+    E_TOO_LARGE = "E_TOO_LARGE", "the request body is over the server's limit (413)", False
+    E_BUSY = "E_BUSY", "the server's queue is full, or it is stopping: retry after Retry-After seconds (429)", False
 
 
 class WarningCode(_Code):

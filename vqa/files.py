@@ -37,6 +37,7 @@ class FoundPath(str):
     """
 
     __slots__ = ("root",)
+    root: str
 
     def __new__(cls, path: str, root: str):
         self = super().__new__(cls, path)

@@ -127,7 +127,7 @@ def _inside(path: str, root_real: str) -> bool:
     return inside(os.path.realpath(path), root_real)
 
 
-def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None,
+def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | None = None,
                   warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
     """Files as given, folders expanded to their videos, in the order given.
 
@@ -135,10 +135,14 @@ def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None
     inputs), a file found in a folder that resolves outside it gets E_BAD_PATH, and a folder
     inside that cannot be read gets E_UNREADABLE, so that each still gets its record and the
     exit status counts it. Files found in a folder are ``FoundPath``s: the decoder checks again,
-    when it opens one, that it still leads inside that folder.
+    when it opens one, that it still leads inside that folder. An ``Input`` among ``paths`` is
+    expanded already and is kept as it is.
     """
     inputs: list[Input] = []
     for p in paths:
+        if isinstance(p, Input):  # expanded already (a job a service stored): kept as it is
+            inputs.append(p)
+            continue
         p = os.fsdecode(p)
         problem = bad_path(p)
         if problem is not None:

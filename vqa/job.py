@@ -163,7 +163,7 @@ class FolderJob:
     when it ends early (vqa.outputs.open_output), so it is only ever replaced whole.
     """
 
-    def __init__(self, paths: Iterable[str], options: ScoreOptions, *, output: str | None = None,
+    def __init__(self, paths: Iterable[str | Input], options: ScoreOptions, *, output: str | None = None,
                  fmt: str = "jsonl", db: str | None = None, retry_failed: bool = False,
                  patterns: Iterable[str] = (), fail_fast: bool = False, report: str | None = None,
                  engine: dict[str, Any] | None = None, warn: Callable[[str], None] | None = None,
@@ -223,7 +223,7 @@ class JobSummary:
     stored: int  # taken from the job store, not scored again
 
 
-def run_folder_job(paths: Iterable[str | os.PathLike], options: ScoreOptions | None = None, *,
+def run_folder_job(paths: Iterable[str | os.PathLike | Input], options: ScoreOptions | None = None, *,
                    output: str | None = None, on_outcome: Callable[[Outcome], None] | None = None,
                    **job: Any) -> JobSummary:
     """Run a whole folder job as ``vqa score`` does, from a script: the same expansion,
@@ -232,9 +232,11 @@ def run_folder_job(paths: Iterable[str | os.PathLike], options: ScoreOptions | N
     >>> run_folder_job(["videos/"], ScoreOptions(frames="all"), output="scores.jsonl")  # doctest: +SKIP
     JobSummary(ok=41, failed=2, stored=0)
 
-    ``job``: FolderJob's other keywords (fmt, db, retry_failed, patterns, fail_fast, engine,
-    warn). Raises what FolderJob raises."""
-    folder = FolderJob([os.fspath(p) for p in paths], options or ScoreOptions(), output=output, **job)
+    ``paths`` may also hold ``vqa.inputs.Input``s, expanded and checked already (a service's
+    stored job): they are taken as they are. ``job``: FolderJob's other keywords (fmt, db,
+    retry_failed, patterns, fail_fast, engine, warn, make_scorer). Raises what FolderJob raises."""
+    folder = FolderJob([p if isinstance(p, Input) else os.fspath(p) for p in paths], options or ScoreOptions(),
+                       output=output, **job)
     ok = failed = stored = 0
     with ExitStack() as stack:
         folder.start(stack)

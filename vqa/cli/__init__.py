@@ -3,6 +3,7 @@
     vqa score  -> vqa.cli.score  -> vqa.job.FolderJob (vqa.config.ScoreOptions)
     vqa report -> vqa.cli.report -> vqa.report_html
     vqa bench  -> vqa.cli.bench  -> vqa.bench
+    vqa serve  -> vqa.cli.serve  -> vqa.serve (vqa.job.run_folder_job per job)
 
 Each command parses, shows progress, handles signals and maps errors to exit statuses; what it
 does to a video goes through the library, so a script can do the same without the CLI.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from vqa.cli import bench, report, score
+from vqa.cli import bench, report, score, serve
 from vqa.cli.common import EXIT_CODES_HELP
 
 
@@ -34,6 +35,7 @@ def cli():
 cli.add_command(score.score)
 cli.add_command(report.report)
 cli.add_command(bench.bench)
+cli.add_command(serve.serve)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from vqa.outputs import open_destination
 
 from ._data import MAX_POINTS, display, downsample, load_records, row, summary, worst_rows
-from ._page import PAGE_SIZE, embed_json, render
+from ._page import PAGE_SIZE, content_security_policy, embed_json, render
 from ._thumbs import TIMEOUT_S, make_thumbnails, plan_shots, request_for
 
 DEFAULT_THUMBNAILS = 50  # rows (the lowest scores) that get thumbnails
@@ -51,5 +51,5 @@ def write_report(records: list[Mapping[str, Any]], out: str | os.PathLike, **opt
         f.write(text)
 
 
-__all__ = ["DEFAULT_THUMBNAILS", "MAX_POINTS", "PAGE_SIZE", "build_report", "downsample", "embed_json",
-           "load_records", "plan_shots", "row", "summary", "worst_rows", "write_report"]
+__all__ = ["DEFAULT_THUMBNAILS", "MAX_POINTS", "PAGE_SIZE", "build_report", "content_security_policy", "downsample",
+           "embed_json", "load_records", "plan_shots", "row", "summary", "worst_rows", "write_report"]

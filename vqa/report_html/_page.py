@@ -100,13 +100,19 @@ def _select(ident: str, label: str, options: list[str]) -> str:
     return f'<label>{_e(label)} <select id="{ident}"><option value="">any</option>{opts}</select></label>'
 
 
+def content_security_policy() -> str:
+    """The page's policy: no network source, only its own script (by digest), inline style and
+    ``data:`` images. In the page's <meta>, and in the header of a server that sends it."""
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+            "base-uri 'none'; form-action 'none'")
+
+
 def render(rows: list[dict[str, Any]], summary: dict[str, Any], thumbs: dict[int, list[dict]], *,
            title: str = "vqa report", source: str = "") -> str:
     data = {"rows": rows, "thumbs": {str(k): v for k, v in thumbs.items()}, "colors": COLORS,
             "page_size": PAGE_SIZE}
-    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-    csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
-           "base-uri 'none'; form-action 'none'")
+    csp = content_security_policy()
     controls = ('<div id="controls"><input id="f-text" type="search" placeholder="path or message contains">'
                 + _select("f-status", "status", ["ok", "error"]) + _select("f-category", "category", list(CATEGORIES))
                 + _select("f-defect", "defect", list(DEFECT_TYPES))

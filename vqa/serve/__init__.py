@@ -1,0 +1,21 @@
+"""``vqa serve``: the batch service a pipeline calls over HTTP, on the same engine and job store.
+
+    settings = ServeSettings(roots=["/srv/uploads"])     # what ``vqa serve`` parses its options into
+    serve(settings)                                       # blocks until SIGTERM or Ctrl-C
+
+The web framework (FastAPI on uvicorn, the ``serve`` extra) is imported only by
+``vqa.serve.app`` and ``vqa.serve.server``; the rest of the package is plain Python:
+
+- ``settings``  the options, the bind and data-folder checks;
+- ``paths``     which paths a request may name (under ``--root``, as the CLI resolves them);
+- ``uploads``   request bodies into a private folder, under a size limit;
+- ``jobs``      jobs, their inputs and their records in SQLite;
+- ``engine``    the one seam to the scoring engine;
+- ``runner``    the job queue: one thread drives queued jobs through the engine;
+- ``metrics``   counters and the Prometheus text.
+"""
+from __future__ import annotations
+
+from .settings import ServeSettings
+
+__all__ = ["ServeSettings"]

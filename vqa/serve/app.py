@@ -1,0 +1,312 @@
+"""The HTTP face of the service (FastAPI): routes, the bearer token, limits and error bodies.
+
+Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
+``E_AUTH`` 401, ``E_USAGE`` 400, ``E_BAD_PATH`` 403, ``E_NO_JOB`` 404, ``E_TOO_LARGE`` 413,
+``E_BUSY`` 429 (with ``Retry-After``; also while the server stops).
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import shutil
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from vqa.codes import ErrorCode
+from vqa.errors import VQAError
+
+from . import metrics as metrics_text
+from .jobs import DONE
+from .runner import ONE_PREFIX, JOB_PREFIX, Busy, Service
+from .uploads import BadUpload, TooLarge, receive
+
+DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
+POLL_S = 0.05  # how often a follow reader looks for new records
+
+
+class JobRequest(BaseModel):
+    paths: list[str] = Field(..., min_length=1, description="Files and folders under the server's --root folders; "
+                             "folders are walked recursively as `vqa score` walks them.")
+    glob: list[str] = Field(default_factory=list, description="File-name patterns for folders (as --glob).")
+
+
+class Problem(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.headers = status, code, headers or {}
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+_UPLOAD_BODY = {"requestBody": {"required": True, "content": {
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "file": {"type": "string", "format": "binary"}}}},
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+_JOB_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": JobRequest.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}}}}
+
+
+def create_app(service: Service) -> BearerToken:
+    """The ASGI app: the routes (FastAPI) behind the bearer-token check."""
+    settings = service.settings
+
+    async def lifespan(_app):
+        yield
+        await asyncio.to_thread(service.close)  # SIGTERM: the videos in flight finish and are stored
+
+    app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan,
+                  description="No-reference video quality assessment as a batch service: jobs over files under "
+                              "the server's --root folders or uploaded, records in the output contract of "
+                              "`vqa score`. Every route but /healthz needs `Authorization: Bearer TOKEN` when "
+                              "the server has a token.")
+
+    @app.exception_handler(Problem)
+    async def problem(_request, exc: Problem):
+        return _error(exc.status, exc.code, str(exc), exc.headers)
+
+    @app.exception_handler(Busy)
+    async def busy(_request, exc: Busy):
+        return _error(429, ErrorCode.E_BUSY, str(exc), {"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(VQAError)
+    async def refused(_request, exc: VQAError):
+        return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
+
+    @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
+    def healthz():
+        state = service.health()
+        return JSONResponse(state, status_code=200 if state["ok"] else 503)
+
+    @app.get("/metrics", summary="Prometheus text: videos, errors by code, queue depth, time per video",
+             response_class=PlainTextResponse)
+    def metrics():
+        return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
+
+    @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY,
+              summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
+    async def create_job(request: Request):
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):
+            await _admit(request, service.admit_job)
+            try:
+                folder, uploads = await _received(request, JOB_PREFIX)
+            except BaseException:
+                service.release_job()
+                raise
+            try:
+                return service.add_upload_job(folder, uploads)  # its place is given back when it ends
+            except BaseException:
+                service.release_job()
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+        body = await _read_body(request, settings.max_body_bytes)
+        try:
+            job = JobRequest.model_validate_json(body)
+        except ValidationError as e:
+            raise Problem(400, ErrorCode.E_USAGE, "the body must be JSON like {\"paths\": [\"/srv/a.mp4\"]}: "
+                                                  + e.errors(include_url=False)[0]["msg"]) from None
+        return await run_in_threadpool(service.submit_paths, job.paths, job.glob)
+
+    @app.get("/v1/jobs", summary="Every job the server holds, with its counts")
+    def list_jobs():
+        return {"jobs": service.db.jobs()}
+
+    @app.get("/v1/jobs/{job_id}", summary="A job's state, counts and (unless records=false) records so far")
+    def get_job(job_id: str, records: bool = True):
+        job = _job(job_id)
+        if records:
+            job["records"] = list(service.db.iter_records(job_id))
+        return job
+
+    @app.get("/v1/jobs/{job_id}/records", summary="A job's records, streamed as they arrive until it is done")
+    async def job_records(job_id: str, format: Literal["jsonl", "json"] = "jsonl",
+                          follow: bool = Query(True, description="Wait for the job's later records"),
+                          after: int = Query(-1, description="Only records after this index (0-based)")):
+        await run_in_threadpool(_job, job_id)
+        lines = _follow(service, job_id, after, follow)
+        if format == "json":
+            lines = _array(lines)
+        media = "application/x-ndjson" if format == "jsonl" else "application/json"
+        return StreamingResponse(lines, media_type=media)
+
+    @app.get("/v1/jobs/{job_id}/report", response_class=HTMLResponse,
+             summary="The job's HTML report: the page `vqa report` writes, with its content-security policy")
+    async def job_report(job_id: str, thumbnails: int = Query(0, ge=0, le=50, description=(
+            "Thumbnails for the N lowest-scoring videos (jobs by path only: uploads are deleted once scored)"))):
+        from vqa.report_html import build_report, content_security_policy
+
+        def page() -> str:
+            job = _job(job_id)
+            records: list[Mapping[str, Any]] = list(service.db.iter_records(job_id))
+            return build_report(records, thumbnails=thumbnails if job["kind"] == "paths" else 0,
+                                title=f"vqa job {job_id}",
+                                source=f"{job['state']}: {job['done']} of {job['total']} videos")
+        headers = {"Content-Security-Policy": content_security_policy(), "X-Content-Type-Options": "nosniff"}
+        return HTMLResponse(await run_in_threadpool(page), headers=headers)
+
+    @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)")
+    def delete_job(job_id: str):
+        if not service.delete(job_id):
+            raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
+        return {"id": job_id, "deleted": True}
+
+    @app.post("/v1/score", openapi_extra=_UPLOAD_BODY,
+              summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
+    async def score_upload(request: Request):
+        started = time.perf_counter()
+        await _admit(request, service.admit_upload)
+        try:
+            folder, uploads = await _received(request, ONE_PREFIX)
+            try:
+                if len(uploads) != 1:
+                    raise Problem(400, ErrorCode.E_USAGE, f"{len(uploads)} files in one request: POST /v1/score "
+                                                          "takes one, POST /v1/jobs takes several")
+                received = time.perf_counter()
+                record = await asyncio.wrap_future(service.score_upload(uploads[0].path, uploads[0].name))
+                scored = time.perf_counter()
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            service.release_upload()
+        timing = (f"upload;dur={(received - started) * 1e3:.2f}, score;dur={(scored - received) * 1e3:.2f}, "
+                  f"total;dur={(time.perf_counter() - started) * 1e3:.2f}")
+        return JSONResponse(record, headers={"Server-Timing": timing})
+
+    async def _received(request: Request, prefix: str):
+        """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
+        folder = service.new_upload_folder(prefix)
+        try:
+            return folder, await _receive(request, folder, settings.max_upload_bytes)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def _job(job_id: str) -> dict:
+        job = service.db.job(job_id)
+        if job is None:
+            raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
+        return job
+
+    return BearerToken(app, settings.token, service.metrics)
+
+
+async def _admit(request: Request, admit) -> None:
+    """``admit()`` a request that sends a body; refused (Busy), its body is read to the end
+    first when small, so the client hears 429 instead of a connection cut while it sends."""
+    try:
+        admit()
+    except Busy:
+        await _discard(request)
+        raise
+
+
+async def _receive(request: Request, folder: str, limit: int):
+    _check_length(request, limit)
+    try:
+        return await receive(request.stream(), request.headers.get("content-type", ""), folder, limit=limit,
+                             name=request.query_params.get("name"))
+    except TooLarge as e:
+        raise Problem(413, ErrorCode.E_TOO_LARGE, str(e)) from None
+    except BadUpload as e:
+        raise Problem(400, ErrorCode.E_USAGE, str(e)) from None
+
+
+def _check_length(request: Request, limit: int) -> None:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise Problem(413, ErrorCode.E_TOO_LARGE,
+                      f"the request body ({length} bytes) is over the limit of {limit} bytes")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    _check_length(request, limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body is over the limit of {limit} bytes")
+    return bytes(body)
+
+
+async def _discard(request: Request) -> None:
+    """Read a small refused body to its end, so the client is not cut off while sending it."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) <= DRAIN_REFUSED_BYTES:
+        async for _chunk in request.stream():
+            pass
+
+
+async def _follow(service: Service, job_id: str, after: int, follow: bool):
+    """Each record after ``after`` as one JSON line, waiting for more until the job is done.
+    Records come from the database, a page at a time: a slow reader holds up nobody."""
+    while True:
+        seen = service.progress
+        job = await run_in_threadpool(service.db.job, job_id)
+        if job is None:
+            return  # deleted
+        finished = job["state"] == DONE or not follow or service.stopping
+        while rows := await run_in_threadpool(service.db.records, job_id, after):
+            after = rows[-1][0]
+            yield "".join(text + "\n" for _seq, text in rows)
+        if finished:
+            return
+        while service.progress == seen and not service.stopping:
+            await asyncio.sleep(POLL_S)
+
+
+async def _array(lines):
+    yield "["
+    first = True
+    async for chunk in lines:
+        for line in chunk.splitlines():
+            yield ("" if first else ",\n") + line
+            first = False
+    yield "]\n"
+
+
+class BearerToken:
+    """ASGI middleware: ``Authorization: Bearer TOKEN`` on every route but /healthz (when the
+    server has a token), and a count of every answer by route and status for /metrics."""
+
+    def __init__(self, app, token: str | None, metrics):
+        self.app, self.metrics = app, metrics
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = [500]
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        if self.expected is not None and scope["path"] != "/healthz":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: "
+                                  "Authorization: Bearer TOKEN", {"WWW-Authenticate": 'Bearer realm="vqa"'})
+                await response(scope, receive, sending)
+                self.metrics.request("unauthorized", status[0])
+                return
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = scope.get("route")
+            self.metrics.request(getattr(route, "path", "other"), status[0])
+
+
+def _version() -> str:
+    import vqa
+    return vqa.__version__

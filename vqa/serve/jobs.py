@@ -1,0 +1,189 @@
+"""Jobs, their inputs and their records, in one SQLite file (``DATA/jobs.db``).
+
+A job's inputs are expanded once, when it is submitted, and kept here: a restarted server
+carries on with the same list, skipping the inputs that already have a record (the records
+themselves are also in the results store, ``vqa.jobstore``, keyed by file identity, so a
+video whose record was stored but not yet listed here is not scored again). Records stay
+until the job is deleted.
+
+WAL: one writer connection (behind a lock: request threads add jobs, the runner adds
+records) and one read connection per reading thread, so a slow reader never holds up a write.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from vqa.errors import UsageError
+from vqa.files import FoundPath
+from vqa.inputs import Input
+
+QUEUED, RUNNING, DONE = "queued", "running", "done"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,          -- "paths" or "upload"
+    state TEXT NOT NULL,         -- queued, running, done
+    total INTEGER NOT NULL,
+    created REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS inputs (
+    job TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    path BLOB NOT NULL,          -- os.fsencode: any bytes a name can hold
+    root BLOB,                   -- the folder it must lead into when opened (FoundPath), or NULL
+    name TEXT,                   -- an upload: the name its record shows instead of the path
+    error TEXT,                  -- [code, message] when it failed before scoring
+    PRIMARY KEY (job, seq)
+);
+CREATE TABLE IF NOT EXISTS records (
+    job TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    code TEXT,
+    record TEXT NOT NULL,        -- the output record as JSON (ASCII)
+    PRIMARY KEY (job, seq)
+);
+"""
+
+
+@dataclass(frozen=True)
+class JobInput:
+    seq: int
+    input: Input
+    name: str | None  # an upload's name as the client sent it
+
+
+class JobDB:
+    def __init__(self, path: str):
+        self.path = path
+        # One server per data folder: the file itself is locked (SQLite's own locks are fcntl's).
+        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data"
+                             ) from None
+        self._write = self._connect()
+        self._write.executescript(SCHEMA)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def _read(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def add(self, job_id: str, kind: str, inputs: list[tuple[Input, str | None]]) -> None:
+        rows = []
+        for seq, (item, name) in enumerate(inputs):
+            root = getattr(item.path, "root", None)
+            rows.append((job_id, seq, os.fsencode(item.path), None if root is None else os.fsencode(root), name,
+                         None if item.error is None else json.dumps(list(item.error))))
+        with self._lock:
+            self._write.execute("BEGIN")
+            self._write.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, NULL)",
+                                (job_id, kind, QUEUED, len(inputs), time.time()))
+            self._write.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self._write.execute("COMMIT")
+
+    def put_record(self, job_id: str, seq: int, record: dict[str, Any]) -> None:
+        code = (record.get("error") or {}).get("code")
+        with self._lock:
+            self._write.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?)",
+                                (job_id, seq, record["status"], code, json.dumps(record, ensure_ascii=True)))
+
+    def set_state(self, job_id: str, state: str) -> None:
+        with self._lock:
+            self._write.execute("UPDATE jobs SET state=?, finished=? WHERE id=?",
+                                (state, time.time() if state == DONE else None, job_id))
+
+    def requeue_running(self) -> int:
+        """At start-up: jobs a stopped server was running go back to the queue."""
+        with self._lock:
+            return self._write.execute("UPDATE jobs SET state=? WHERE state=?", (QUEUED, RUNNING)).rowcount
+
+    def delete(self, job_id: str) -> bool:
+        with self._lock:
+            self._write.execute("BEGIN")
+            gone = self._write.execute("DELETE FROM jobs WHERE id=?", (job_id,)).rowcount
+            self._write.execute("DELETE FROM inputs WHERE job=?", (job_id,))
+            self._write.execute("DELETE FROM records WHERE job=?", (job_id,))
+            self._write.execute("COMMIT")
+        return bool(gone)
+
+    # -- reads (any thread) ----------------------------------------------------------------
+
+    def queued(self) -> list[str]:
+        return [r[0] for r in self._read().execute(
+            "SELECT id FROM jobs WHERE state=? ORDER BY created, id", (QUEUED,))]
+
+    def unfinished(self) -> list[str]:
+        return [r[0] for r in self._read().execute("SELECT id FROM jobs WHERE state != ?", (DONE,))]
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        row = self._read().execute("SELECT id, kind, state, total, created, finished FROM jobs WHERE id=?",
+                                   (job_id,)).fetchone()
+        if row is None:
+            return None
+        job = dict(zip(("id", "kind", "state", "total", "created", "finished"), row))
+        counts = dict(self._read().execute("SELECT status, COUNT(*) FROM records WHERE job=? GROUP BY status",
+                                           (job_id,)).fetchall())
+        job["done"] = sum(counts.values())
+        job["ok"], job["failed"] = counts.get("ok", 0), counts.get("error", 0)
+        job["errors_by_code"] = dict(self._read().execute(
+            "SELECT code, COUNT(*) FROM records WHERE job=? AND code IS NOT NULL GROUP BY code ORDER BY code",
+            (job_id,)).fetchall())
+        return job
+
+    def jobs(self) -> list[dict[str, Any]]:
+        ids = [r[0] for r in self._read().execute("SELECT id FROM jobs ORDER BY created, id")]
+        return [j for j in map(self.job, ids) if j is not None]
+
+    def pending(self, job_id: str) -> list[JobInput]:
+        """The job's inputs that have no record yet, in order."""
+        rows = self._read().execute(
+            "SELECT i.seq, i.path, i.root, i.name, i.error FROM inputs i LEFT JOIN records r "
+            "ON r.job=i.job AND r.seq=i.seq WHERE i.job=? AND r.seq IS NULL ORDER BY i.seq", (job_id,))
+        out = []
+        for seq, path, root, name, error in rows:
+            path = os.fsdecode(path)
+            if root is not None:
+                path = FoundPath(path, os.fsdecode(root))
+            out.append(JobInput(seq, Input(path, None if error is None else tuple(json.loads(error))), name))
+        return out
+
+    def records(self, job_id: str, after: int = -1, limit: int = 500) -> list[tuple[int, str]]:
+        """(seq, record JSON) with seq > ``after``, in order, at most ``limit``."""
+        return self._read().execute(
+            "SELECT seq, record FROM records WHERE job=? AND seq>? ORDER BY seq LIMIT ?",
+            (job_id, after, limit)).fetchall()
+
+    def iter_records(self, job_id: str) -> Iterator[dict[str, Any]]:
+        after = -1
+        while rows := self.records(job_id, after):
+            yield from (json.loads(text) for _seq, text in rows)
+            after = rows[-1][0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._write.close()
+        os.close(self._lock_fd)
