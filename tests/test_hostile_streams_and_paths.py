@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hostile import good_clip
 from hostile_streams import CASES, gif_huge_canvas, mkv_duration_10h
 
+import vqa.job
 from vqa import cli
 from vqa.errors import InputError
 from vqa.files import FoundPath, open_input
@@ -172,14 +173,14 @@ def test_a_file_or_folder_swapped_for_a_link_after_the_walk_is_refused_at_open(s
 @pytest.mark.parametrize("workers", [0, 1])
 def test_swap_between_walk_and_open_through_the_cli(swap_tree, monkeypatch, tmp_path, workers):
     root, outside = swap_tree
-    real_expand = cli.expand_inputs
+    real_expand = vqa.job.expand_inputs  # the folder job expands the paths (vqa.job.FolderJob)
 
     def expand_then_swap(*args, **kwargs):
         inputs = real_expand(*args, **kwargs)
         _swap(root, outside)
         return inputs
 
-    monkeypatch.setattr(cli, "expand_inputs", expand_then_swap)
+    monkeypatch.setattr(vqa.job, "expand_inputs", expand_then_swap)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     out = tmp_path / "r.jsonl"
     result = CliRunner().invoke(cli.cli, ["score", str(root), "--output", str(out), "--workers", str(workers)])

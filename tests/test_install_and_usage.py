@@ -179,3 +179,15 @@ def test_weights_are_hashed_once_per_file_identity(tmp_path, monkeypatch):
     assert model.file_sha256(path) == first and len(calls) == 1
     path.write_bytes(b"Weights")
     assert model.file_sha256(path) != first and len(calls) == 2
+
+
+def test_one_version_source_and_the_package_is_typed():
+    """The version was written twice (setup.cfg and vqa/__init__.py); now setup.cfg reads it."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    assert cfg["metadata"]["version"].strip() == "attr: vqa.__version__"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", vqa.__version__)
+    assert "py.typed" in cfg["options.package_data"]["vqa"]
+    assert (REPO / "vqa" / "py.typed").exists()

@@ -132,9 +132,7 @@ def test_long_decode_times_out_among_quick_ones(clips, validate_record):
     before = psm_segments()
     paths = [clips["quick1"], clips["long"], clips["quick2"]]
     with Scorer(workers=2, frames="all", threads=2, timeout_s=0.5) as scorer:
-        start = time.monotonic()
-        records = run_with_deadline(scorer, paths, DEADLINE_S)
-        took = time.monotonic() - start
+        records = run_with_deadline(scorer, paths, DEADLINE_S)  # a hang fails here
         ours = mapped_segments(os.getpid())
         started = {w.process.pid for w in scorer._pool._workers}
         workers = decode_workers(scorer)
@@ -145,7 +143,6 @@ def test_long_decode_times_out_among_quick_ones(clips, validate_record):
     for r in records:
         validate_record(r)
     assert records[1].video is not None and records[1].video.height == 1080  # the probe got through
-    assert took < 10, f"the job took {took:.1f} s after a 0.5 s timeout"
     assert ours
     assert not [p for p in workers if p.is_alive()], "decode workers alive after close"
     assert not [pid for pid in started if alive(pid)]
@@ -279,16 +276,25 @@ def test_the_clock_stops_while_the_parent_holds_every_slot(clips):
     ring = BatchRing(slots=3, batch_size=1)
     pool = WorkerPool(mp.get_context("spawn"), 1, ring.spec, 3)
     try:
+        submitted = time.monotonic()
         pool.submit(DecodeTask(7, clips["long"], "pyav", plan, 0, open_end=True, timeout_s=1.0))
-        held, end = [], time.monotonic() + 3.0  # three times the limit, holding every slot
-        while time.monotonic() < end:
+        held: list[int] = []
+        while len(held) < 3:  # every slot of the worker's, filled and kept
             msg = pool.get(0.05)
             assert msg is None or isinstance(msg, Batch), msg
             if msg is not None:
                 held.append(msg.slot)
-        assert len(held) == 3, held
+            assert time.monotonic() - submitted < DEADLINE_S, held
+        end = time.monotonic() + 3.0  # then three times the limit with every slot held
+        while time.monotonic() < end:
+            msg = pool.get(0.05)
+            assert msg is None, msg  # no timeout: its clock is stopped
+        (worker,) = pool._workers
+        assert worker.blocked_since_s is not None  # its clock is stopped while every slot is held
         for slot in held:
             pool.release(slot)
+        waited = worker.blocked_total_s  # what the pool left out of the task's time
+        assert waited > 0
         start, msg = time.monotonic(), None
         while msg is None or isinstance(msg, Batch):  # now it decodes: 250 frames of 1080p take longer
             if msg is not None:
@@ -296,7 +302,10 @@ def test_the_clock_stops_while_the_parent_holds_every_slot(clips):
             msg = pool.get(0.05)
             assert time.monotonic() - start < DEADLINE_S
         assert isinstance(msg, TimedOut) and msg.task_id == 7, msg
-        assert 1.0 <= msg.elapsed_s < 2.5  # the time it decoded, not the 3 s it waited
+        # The time it decoded, not the time it waited: past the limit, and short of the whole
+        # time by at least what it waited.
+        assert msg.elapsed_s >= 1.0
+        assert msg.elapsed_s <= time.monotonic() - submitted - waited
     finally:
         pool.close()
         ring.close()
