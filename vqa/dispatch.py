@@ -37,7 +37,8 @@ from .limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s, out_of_memory
 from .preprocess import fragments, frame_stats
 from .sample import plan_frames, split_plan
 from .types import SamplePlan, VideoInfo, VideoScore
-from .workers import Batch, Crashed, Done, Failed, Probed, ProbeTask, DecodeTask, TimedOut, WorkerPool
+from .workers import (KEYFRAME_SCAN_PACKETS, Batch, Crashed, Done, Failed, Probed, ProbeTask, DecodeTask,
+                      TimedOut, WorkerPool)
 
 # Reading every frame, fewer frames than the container declares is truncation; this slack
 # allows for edit lists and encoder delay, which can hide a frame or two.
@@ -91,7 +92,7 @@ def score_here(record: VideoScore, path: str, options: EngineOptions, inferencer
 def _score_into(record: VideoScore, path: str, options: EngineOptions, inferencer) -> None:
     with open_video(path, backend=options.decoder, threads=options.decode_threads) as reader:
         info = record.video = reader.info
-        plan = plan_frames(info, options.frames)
+        plan = plan_frames(info, options.frames, keyframes_s=_keyframes(reader, options.frames))
         record.sampling = plan.to_dict()
         results: list[FrameResult] = []
         views: list[np.ndarray] = []
@@ -110,6 +111,12 @@ def _score_into(record: VideoScore, path: str, options: EngineOptions, inference
         infer()
         conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings,
                  with_timeline=options.timeline)
+
+
+def _keyframes(reader, frames: int | str) -> list[float] | None:
+    """The keyframe times a sampled plan is placed by (vqa.sample); a plan of every frame
+    reads them all anyway."""
+    return None if frames == "all" else reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
 
 
 class LocalEngine(Engine):
@@ -346,7 +353,9 @@ class PoolEngine(Engine):
         self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
 
     def _probe(self, video: _Video) -> None:
-        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=video.parts > 1),
+        # Keyframes place a sampled plan's runs, and the cuts of a split plan.
+        want = video.parts > 1 or self.o.frames != "all"
+        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=want),
                      self._limit(video))
 
     def _cancel(self, video: _Video) -> None:
@@ -407,7 +416,7 @@ class PoolEngine(Engine):
 
     def _plan(self, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
         video.info = video.record.video = info
-        video.planned = plan_frames(info, self.o.frames)
+        video.planned = plan_frames(info, self.o.frames, keyframes_s=keyframes)
         # Each segment gets the whole video's limit: it decodes no more than the whole video.
         video.timeout_s = auto_timeout_s(info, video.planned) if self.o.timeout_s == "auto" else self.o.timeout_s
         video.record.sampling = video.planned.to_dict()

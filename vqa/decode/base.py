@@ -248,6 +248,25 @@ class VideoReader(ABC):
             self._capped = False  # runs planned past the duration cap were the header's doing
             yield from self._read_run(0, Run(0.0, plan.requested or 0, 0.0, first.span_end_s), bounded=False)
 
+    def _seek_pays(self, last: float | None, start_s: float) -> bool:
+        """Whether to seek ahead to ``start_s`` rather than decode on from ``last``.
+
+        A fresh reader asked to start later (a worker's segment) seeks even a short way. Then,
+        where the keyframe at or before the start is known, seek exactly when it lies after
+        the decode position: from there fewer frames lead to the start, however near it is.
+        Otherwise seek when the start is more than SEEK_AHEAD_S away."""
+        if last is None:
+            return start_s > 0.0
+        key = self._keyframe_before_s(start_s)
+        if key is not None:
+            return key > last + PTS_TOLERANCE_S
+        return start_s > last + SEEK_AHEAD_S
+
+    def _keyframe_before_s(self, t_s: float) -> float | None:
+        """Time of the last keyframe at or before ``t_s``, or None where the backend cannot
+        tell cheaply (no index). It may be early (a sparse index), never late."""
+        return None
+
     def _over_budget(self) -> bool:
         return self._budget is not None and self.frames_decoded > self._budget
 
@@ -263,10 +282,8 @@ class VideoReader(ABC):
         self._pending_pts_s = None
         if pending is not None and pending >= start:
             pass  # the frame in hand opens this run: no seek, no decode
-        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and (
-                start > (last or 0.0) + SEEK_AHEAD_S or (last is None and start > 0.0))):
-            # A fresh reader asked to start later (a worker's segment) seeks even a short way.
-            # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
+        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and self._seek_pays(last, run.start_s)):
+            # Behind us: only a seek back can reach it. Ahead: see _seek_pays.
             self._seek(run.start_s)
             self._last_pts_s = pending = self._grab_pts_s = None
         else:
