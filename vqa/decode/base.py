@@ -134,6 +134,10 @@ class VideoReader(ABC):
     BACKEND_NAME: ClassVar[str] = ""
     # Whether jumping ahead with a seek lands on exactly the frames sequential decoding gives.
     SEEKS_AHEAD: ClassVar[bool] = False
+    # Whether the backend may skip decoding frames no other frame refers to (B-frames, mostly)
+    # when they come before the run being read (``_drop_before_s``): such frames are never
+    # grabbed, so they are not counted in ``frames_decoded``.
+    DROPS_BEFORE_RUNS: ClassVar[bool] = False
 
     def __init__(self, path: str | bytes | os.PathLike, *, threads: int = 1,
                  max_pixels: int = MAX_PIXELS, max_frames: int = MAX_DECODE_FRAMES,
@@ -154,6 +158,7 @@ class VideoReader(ABC):
         self._last_pts_s: float | None = None  # pts of the last grabbed frame; None = at the start
         # A frame grabbed past the end of one run's span, kept for the next run.
         self._pending_pts_s: float | None = None
+        self._drop_before_s: float | None = None  # start of the run being read
         self._capped = False  # a cap stopped decoding: every later run is empty
         self._grab_pts_s: float | None = None  # pts of the previous grab, for frame intervals
         self._intervals_s: list[float] = []
@@ -289,6 +294,9 @@ class VideoReader(ABC):
         else:
             pending = None
         taken, in_place = 0, False
+        self._drop_before_s = start  # what a backend may leave undecoded (DROPS_BEFORE_RUNS)
+        if self.DROPS_BEFORE_RUNS and self._grab_pts_s is not None and start > self._grab_pts_s + PTS_TOLERANCE_S:
+            self._grab_pts_s = None  # frames up to the run may go undecoded: no interval spans them
         # An open run of a sampled plan (the header said the video is that short) takes no more
         # than the plan asked for, whatever the stream holds.
         limit = run.count or self._open_run_limit
@@ -302,7 +310,10 @@ class VideoReader(ABC):
                     break
                 self.frames_decoded += 1
                 self._last_pts_s = pts
-                self._note_interval(pts)
+                if pts >= start or not self.DROPS_BEFORE_RUNS:
+                    self._note_interval(pts)
+                else:  # frames before the run may have been dropped unseen: no interval spans them
+                    self._grab_pts_s = None
                 if self.frames_decoded > self.max_frames:  # one past the cap: there was more
                     self._stop_at_cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
                     break
@@ -319,6 +330,7 @@ class VideoReader(ABC):
                     # Nothing scored yet (a stream that cannot seek, a wrong length): the frames
                     # here stand in for this run rather than none at all.
                     in_place, start, end = True, -float("inf"), float("inf")
+                    self._drop_before_s = start
                     self._stop_at_cap(f"{message}; run {k} was taken from there instead")
             if pts < start:
                 continue
