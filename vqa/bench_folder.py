@@ -89,21 +89,32 @@ def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir) 
         raise UsageError(f"{len(failed)} of {len(records)} videos failed, e.g. {failed[0].path}: {failed[0].error}")
     decoded = sum(r.frames["decoded"] for r in records)
     sampled = sum(r.frames["sampled"] for r in records)
-    return {**split, "seconds": round(seconds, 3), "videos_per_min": round(len(records) / seconds * 60, 1),
-            "frames_decoded": decoded, "frames_sampled": sampled,
+    return {**split, "seconds": seconds, "frames_decoded": decoded, "frames_sampled": sampled,
             "decoded_per_sampled": round(decoded / sampled, 3) if sampled else None}
+
+
+def _summary(runs: list[dict], videos: int) -> dict:
+    """One row from the rounds of one setting: the best round's pace (the one least slowed by
+    whatever else ran), the median's beside it."""
+    best, median = min(r["seconds"] for r in runs), statistics.median(r["seconds"] for r in runs)
+    return {**runs[0], "seconds": round(best, 3), "median_seconds": round(median, 3), "rounds": len(runs),
+            "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1)}
 
 
 def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, size: tuple[int, int] = DEFAULT_SIZE,
                  length_s: float = DEFAULT_LENGTH_S, keyframe_s: float = DEFAULT_KEYFRAME_S,
-                 workers: Sequence[int] | None = None, sampling: Sequence = ("default", "all"),
+                 workers: Sequence[int] | None = None, sampling: Sequence = ("default", "all"), rounds: int = 1,
                  model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
     """Videos per minute of a folder job by sampling and by worker count (module docstring).
 
     ``folder`` holding videos: they are scored as they are. An empty folder: ``videos`` clips
     of ``size``, ``length_s`` and one keyframe every ``keyframe_s`` are made in it first.
     ``workers``: the sweep (default ``worker_sweep(usable_cores())``); empty: no sweep.
+    ``rounds``: each setting is measured that many times, the settings in turn; rows give the
+    best round and the median.
     """
+    if rounds < 1:
+        raise UsageError(f"rounds must be >= 1, got {rounds}")
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"the folder study needs a folder, got {os.fspath(folder)!r}")
@@ -127,16 +138,23 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     out = {"study": "folder", "folder": os.fspath(folder), "videos": len(paths), "made": made,
            "first_video": {**info.to_dict(), "keyframes": None if keys is None else len(keys)},
            "cores": cores, "load_avg": {"start": _load_avg()}, "sampling": {}, "workers": []}
-    for frames in sampling:
-        progress(f"{len(paths)} videos, frames={frames}, auto split")
-        out["sampling"][str(frames)] = _score_folder(paths, frames=frames, workers=None, model_dir=model_dir)
-    if "default" in out["sampling"] and "all" in out["sampling"]:
-        out["default_over_all"] = round(out["sampling"]["default"]["videos_per_min"]
-                                        / out["sampling"]["all"]["videos_per_min"], 2)
     sweep = worker_sweep(cores) if workers is None else list(workers)
-    for w in sweep:
-        progress(f"{len(paths)} videos, default plan, --workers {w}")
-        out["workers"].append(_score_folder(paths, frames="default", workers=w, model_dir=model_dir))
+    settings = [("sampling", str(f), f, None) for f in sampling] + [("workers", w, "default", w) for w in sweep]
+    runs: dict = {(kind, key): [] for kind, key, _, _ in settings}
+    for r in range(rounds):  # rounds interleave the settings, so a change in load hits them alike
+        for kind, key, frames, w in settings:
+            progress(f"round {r + 1}/{rounds}: {len(paths)} videos, frames={frames}, "
+                     + ("auto split" if w is None else f"--workers {w}"))
+            runs[kind, key].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir))
+    for (kind, key), rows in runs.items():
+        if kind == "sampling":
+            out["sampling"][key] = _summary(rows, len(paths))
+        else:
+            out["workers"].append(_summary(rows, len(paths)))
+    if "default" in out["sampling"] and "all" in out["sampling"]:
+        d, a = out["sampling"]["default"], out["sampling"]["all"]
+        out["default_over_all"] = round(d["videos_per_min"] / a["videos_per_min"], 2)
+        out["default_over_all_median"] = round(d["videos_per_min_median"] / a["videos_per_min_median"], 2)
     one = next((r["videos_per_min"] for r in out["workers"] if r["workers"] == 1), None)
     for r in out["workers"]:
         r["efficiency"] = round(r["videos_per_min"] / (r["workers"] * one), 3) if one else None
@@ -186,18 +204,22 @@ def format_folder(result: dict) -> str:
     lines = [f"Folder throughput: {result['videos']} videos like {v['width']}x{v['height']} {v['codec']}, "
              f"{v['duration_s']:g} s at {v['fps']:g} fps, {v['keyframes']} keyframes; {result['cores']} cores, "
              f"load average {result['load_avg']['start']} -> {result['load_avg']['end']}"]
-    rows = [(k, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}", f"{r['seconds']:.2f}",
-             f"{r['decoded_per_sampled']:.2f}") for k, r in result["sampling"].items()]
-    lines += _table(["frames", "workers", "inference threads", "videos/min", "seconds", "decoded/sampled"],
+    rows = [(k, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
+             f"{r['videos_per_min_median']:.0f}", f"{r['decoded_per_sampled']:.2f}")
+            for k, r in result["sampling"].items()]
+    lines += _table(["frames", "workers", "inference threads", "videos/min (best)", "(median)", "decoded/sampled"],
                     rows, [False, True, True, True, True, True])
     if "default_over_all" in result:
-        lines.append(f"default plan over every frame: {result['default_over_all']:.2f}x the videos per minute")
+        lines.append(f"default plan over every frame: {result['default_over_all']:.2f}x the videos per minute "
+                     f"(medians: {result['default_over_all_median']:.2f}x); rounds: "
+                     f"{next(iter(result['sampling'].values()))['rounds']}")
     if result["workers"]:
         lines += ["", "Default plan by worker count (inference gets the other cores)"]
-        lines += _table(["workers", "inference threads", "videos/min", "efficiency"],
+        lines += _table(["workers", "inference threads", "videos/min (best)", "(median)", "efficiency"],
                         [(r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
+                          f"{r['videos_per_min_median']:.0f}",
                           "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}") for r in result["workers"]],
-                        [True, True, True, True])
+                        [True, True, True, True, True])
     lines.append(f"note: {result['note']}")
     return "\n".join(lines)
 

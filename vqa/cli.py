@@ -407,6 +407,8 @@ def _progress(total: int, enabled: bool):
               help="folder study: the clips to make (default 1280x720,10,2).")
 @click.option("--workers", "sweep", multiple=True, type=click.IntRange(min=1),
               help="folder study: worker counts to sweep, repeatable (default 1, 2, 4, ... cores - 1).")
+@click.option("--rounds", type=click.IntRange(min=1), default=1,
+              help="folder study: times each setting is measured, in turns (best and median shown).")
 @click.option("--quick", is_flag=True, help="Fewer points, default sampling, no PyTorch: under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
@@ -421,7 +423,7 @@ def _progress(total: int, enabled: bool):
                    "sampling; quick: 'default').")
 @click.option("--model-dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Folder holding the model files and manifest (default: the installed model).")
-def bench(clip, studies, videos, clip_spec, sweep, quick, as_json, backends, batch_sizes, seconds, frames,
+def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backends, batch_sizes, seconds, frames,
           model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
@@ -433,7 +435,7 @@ def bench(clip, studies, videos, clip_spec, sweep, quick, as_json, backends, bat
     from vqa import bench as vqa_bench  # torch is imported only if a pytorch backend is measured
 
     if {"folder", "command"} & set(studies):
-        _bench_folder(clip, studies, videos, clip_spec, sweep, as_json, model_dir)
+        _bench_folder(clip, studies, videos, clip_spec, sweep, rounds, as_json, model_dir)
         return
     try:
         result = vqa_bench.run_benchmark(
@@ -449,7 +451,7 @@ def bench(clip, studies, videos, clip_spec, sweep, quick, as_json, backends, bat
     click.echo(json.dumps(result, indent=2) if as_json else vqa_bench.format_report(result))
 
 
-def _bench_folder(path, studies, videos, clip_spec, sweep, as_json, model_dir) -> None:
+def _bench_folder(path, studies, videos, clip_spec, sweep, rounds, as_json, model_dir) -> None:
     """The folder and command studies (vqa.bench_folder), alone or together."""
     import json
 
@@ -468,7 +470,7 @@ def _bench_folder(path, studies, videos, clip_spec, sweep, as_json, model_dir) -
                 except ValueError:
                     raise UsageError(f"--clip-spec must be WxH,SECONDS,KEYFRAME_S, got {clip_spec!r}") from None
             out["folder"] = bench_folder.folder_study(path, videos=videos or bench_folder.DEFAULT_VIDEOS,
-                                                      workers=sweep or None, model_dir=model_dir,
+                                                      workers=sweep or None, rounds=rounds, model_dir=model_dir,
                                                       progress=progress, **spec)
         if "command" in studies:
             out["command"] = bench_folder.command_study(path, model_dir=model_dir, progress=progress)
