@@ -28,7 +28,7 @@ def make_canvas(width: int, height: int, rng: np.random.Generator) -> np.ndarray
     """A (height, width, 3) uint8 picture with detail from a few pixels up to the whole canvas."""
     ys = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
     xs = np.linspace(0, 1, width, dtype=np.float32)[None, :, None]
-    img = 0.35 * (ys * np.float32([0.9, 0.6, 0.2]) + xs * np.float32([0.1, 0.4, 0.8]))
+    img = 0.35 * (ys * np.array([0.9, 0.6, 0.2], np.float32) + xs * np.array([0.1, 0.4, 0.8], np.float32))
     # Smoothed noise at octaves: small random fields enlarged with cubic interpolation.
     for cells, weight in ((4, 0.35), (16, 0.22), (64, 0.14), (256, 0.08)):
         small = rng.random((max(2, cells * height // width), cells, 3), dtype=np.float32)
@@ -63,7 +63,7 @@ def render(t: int, canvas: np.ndarray, size: tuple[int, int], sprites: np.ndarra
     x0 = room_x * (0.5 + 0.45 * math.sin(phase))
     y0 = room_y * (0.5 + 0.45 * math.sin(2 * phase + 0.7))
     # Maps output pixels to canvas pixels (WARP_INVERSE_MAP): src = scale * dst + (x0, y0).
-    m = np.float32([[scale, 0, x0], [0, scale, y0]])
+    m = np.array([[scale, 0, x0], [0, scale, y0]], np.float32)
     frame = cv2.warpAffine(canvas, m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                            borderMode=cv2.BORDER_REFLECT)
     for k, (fx, fy, ax, ay, r, c0, c1, c2) in enumerate(sprites):  # objects moving on their own
@@ -92,6 +92,6 @@ def write_bench_clip(path: str, *, frames: int = 720, size: tuple[int, int] = (1
         for t in range(frames):
             rgb = render(t, canvas, size, sprites, frames)
             # OpenCV's I420 is BT.601 limited range, what an untagged yuv420p H.264 stream means.
-            yuv = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)
+            yuv = np.asarray(cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420), np.uint8)
             container.mux(stream.encode(av.VideoFrame.from_ndarray(yuv, format="yuv420p")))
         container.mux(stream.encode())

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .bench import NOISE_NOTE, _decode_floor, _load_avg, _table
 from .errors import UsageError
@@ -135,7 +136,7 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     with open_video(paths[0]) as reader:
         info = reader.info
         keys = reader.keyframe_times(100_000)
-    out = {"study": "folder", "folder": os.fspath(folder), "videos": len(paths), "made": made,
+    out: dict[str, Any] = {"study": "folder", "folder": os.fspath(folder), "videos": len(paths), "made": made,
            "first_video": {**info.to_dict(), "keyframes": None if keys is None else len(keys)},
            "cores": cores, "load_avg": {"start": _load_avg()}, "sampling": {}, "workers": []}
     sweep = worker_sweep(cores) if workers is None else list(workers)

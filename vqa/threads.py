@@ -96,8 +96,11 @@ def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threa
     """A one-line warning when an explicit ``workers``/``inference_threads`` leaves decoding or
     inference far short of what ``auto`` would give it; None when the split is fine, or auto.
 
-    >>> starving_split(plan_threads(cores=16, workers=15), workers=15, inference_threads=None)
-    '--workers 15 leaves inference 1 thread of 16 cores, where auto gives it 8: it will hold the decode workers back; auto would use --workers 8 --threads 8'
+    >>> message = starving_split(plan_threads(cores=16, workers=15), workers=15, inference_threads=None)
+    >>> message.split(": ")[0]
+    '--workers 15 leaves inference 1 thread of 16 cores, where auto gives it 8'
+    >>> message.split("; ")[1]
+    'auto would use --workers 8 --threads 8'
     >>> starving_split(plan_threads(cores=2, workers=2), workers=2, inference_threads=None) is None
     True
     """
