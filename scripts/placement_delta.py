@@ -7,7 +7,7 @@ For each clip the default plan is made twice from the same metadata, once withou
 (every run mid-span, as before) and once with the keyframe times the probe reads, and both
 are scored by the same stages the engine runs (decode, fragments, OpenVINO fp32, aggregate),
 side by side in one process. Prints one row per clip and the mean absolute change; --json
-writes the rows. ``--gop N`` first re-encodes each clip (x264 crf 12, keyframe every N
+writes the rows; --every-frame also scores every frame, the score both plans estimate. ``--gop N`` first re-encodes each clip (x264 crf 12, keyframe every N
 frames, into a temporary folder) so the clips have keyframes to be placed by.
 """
 from __future__ import annotations
@@ -57,14 +57,17 @@ def score(path: str, plan, inferencer) -> tuple[dict, int]:
     return {"score": value, "category": cat, "defects": sorted({d.type for d in defects})}, decoded
 
 
-def compare(path: str, inferencer) -> dict:
+def compare(path: str, inferencer, every_frame: bool = False) -> dict:
     with open_video(path) as reader:
         info, keys = reader.info, reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
     old, new = plan_frames(info), plan_frames(info, keyframes_s=keys)
     (a, da), (b, db) = score(path, old, inferencer), score(path, new, inferencer)
-    return {"clip": os.path.basename(path), "keyframes": None if keys is None else len(keys),
-            "old": a, "new": b, "delta": round(b["score"] - a["score"], 2),
-            "decoded_old": da, "decoded_new": db, "sampled": new.requested}
+    row = {"clip": os.path.basename(path), "keyframes": None if keys is None else len(keys),
+           "old": a, "new": b, "delta": round(b["score"] - a["score"], 2),
+           "decoded_old": da, "decoded_new": db, "sampled": new.requested}
+    if every_frame:  # what both plans estimate: the score of every frame
+        row["all"] = score(path, plan_frames(info, "all"), inferencer)[0]
+    return row
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("clips", nargs="+")
     p.add_argument("--gop", type=int, default=None, help="re-encode each clip first with this keyframe interval")
     p.add_argument("--json", default=None, help="write the rows here")
+    p.add_argument("--every-frame", action="store_true",
+                   help="also score every frame, and report each plan's distance from that score")
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, open_inferencer(load_model_spec(None), backend="openvino",
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.gop:
                 path = os.path.join(tmp, os.path.basename(clip))
                 reencode(clip, path, args.gop)
-            rows.append(compare(path, inferencer))
+            rows.append(compare(path, inferencer, args.every_frame))
             r = rows[-1]
             print(f"{r['clip']:28s} keyframes {r['keyframes']!s:>4}  old {r['old']['score']:5.1f} "
                   f"{r['old']['category']:9s} new {r['new']['score']:5.1f} {r['new']['category']:9s} "
@@ -91,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     changed = [r["clip"] for r in rows if r["old"]["category"] != r["new"]["category"]]
     print(f"mean |delta| {deltas.mean():.2f}, max {deltas.max():.2f} over {len(rows)} clips; "
           f"category changed: {changed or 'none'}")
+    if args.every_frame:
+        gap = {k: np.mean([abs(r[k]["score"] - r["all"]["score"]) for r in rows]) for k in ("old", "new")}
+        print(f"mean |plan - every frame|: middle placement {gap['old']:.2f}, keyframe placement {gap['new']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
