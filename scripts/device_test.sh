@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# The test set, made and scored on the lent GPU machine: clips from test content only, VMAF
-# labels on the GPU, then every clip scored end to end by vqa.Scorer (PyAV decode workers,
-# the PyTorch backend, vqa.aggregate) and the metrics computed from those records.
-#   Carried: .whl (av, vmaf-torch, yuvio wheels), .device/content_test (scripts/content.py pack
-#   --splits test); models/ holds vqa-effl0.pt.
-# Usage: bash scripts/device_test.sh OUT_DIR [LADDER_SOURCES RANDOM_CLIPS]
+# Decision thresholds and the test set, on the lent GPU machine, after device_train.sh:
+#   bash scripts/device_test.sh MODEL_DIR CONTENT_TV CONTENT_TEST OUT [LADDERS RANDOM]
+# 1. calibrate.py chooses each head's threshold on clips made from validation content, scored
+#    by vqa.Scorer (PyTorch backend: OpenVINO is not installed there), and writes them into the
+#    manifest's decision block;
+# 2. make_dataset.py makes the test set from test content (ladders, random clips, every test
+#    source as it is, every PolyU test pair) with VMAF labels;
+# 3. evaluate.py test scores every clip end to end under that manifest, writing each record.
+# Metrics are computed from the records (evaluate.py metrics), here or anywhere.
 set -euo pipefail
-out=$1; ladders=${2:-40}; n=${3:-240}
+models=$1; tv=$2; test=$3; out=$4; ladders=${5:-30}; n=${6:-200}
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 mkdir -p "$out"
 start=$(date +%s)
-python3 scripts/export.py --weights models/vqa-effl0.pt --out models --pytorch-only > /dev/null
-python3 scripts/make_dataset.py --content .device/content_test --out /tmp/testdata --test "$n" \
-  --test-ladders "$ladders" --workers ${WORKERS:-15} --device ${DEVICE:-cuda}
-echo "test set: $(( $(date +%s) - start )) s"
-python3 scripts/evaluate.py test --data /tmp/testdata --model-dir models --backend pytorch \
-  --workers ${SCORE_WORKERS:-10} --out "$out/test_metrics.json" --records "$out/test_records.jsonl"
-echo "total: $(( $(date +%s) - start )) s"
+python3 scripts/export.py --weights "$models/vqa-effl0.pt" --out "$models" --version 3.0.0 --pytorch-only > /dev/null
+python3 scripts/calibrate.py --content "$tv" --clips ${CAL_CLIPS:-400} --model-dir "$models" --backend pytorch \
+  --workers ${WORKERS:-14} --out "$out/calibration.json" --manifest "$models/vqa.json" | tail -40
+echo "calibration: $(( $(date +%s) - start )) s"
+rm -rf /tmp/testdata
+python3 scripts/make_dataset.py --content "$test" --out /tmp/testdata --test "$n" --test-ladders "$ladders" \
+  --workers ${WORKERS:-15} --device ${DEVICE:-cuda}
 cp /tmp/testdata/test.json "$out/"
-# A sample of the clips comes back, to score them here with OpenVINO as well.
+echo "test set: $(( $(date +%s) - start )) s"
+python3 scripts/evaluate.py test --data /tmp/testdata --model-dir "$models" --backend pytorch \
+  --workers ${SCORE_WORKERS:-12} --out "$out/test_metrics.json" \
+  --records "$out/test_records.jsonl" > /dev/null || echo "metrics failed; the records are in $out"
+echo "total: $(( $(date +%s) - start )) s"
+# A sample of the clips comes back, to score them here with OpenVINO (FP32 and INT8) as well.
 (cd /tmp/testdata/test_clips && ls | sort | awk 'NR % 12 == 1' | tar -cf "$out/test_clips_sample.tar" -T -)

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# The training recipe as it runs on the lent GPU machine (one H200, 16 cores): training and
-# validation sets with VMAF labels, then training, in one call (the machine keeps nothing).
-#   Carried: .whl (av, vmaf-torch, yuvio wheels), .device/content_tv (scripts/content.py pack
-#   --splits train,val), .device/backbone.pt (scripts/pack_backbone.py).
-# Usage: bash scripts/device_train.sh OUT_DIR [TRAIN_CLIPS VAL_CLIPS EPOCHS]
+# The training recipe as it runs on the lent GPU machine (one H200, 16 cores), in two calls a
+# warm machine chains (it keeps /tmp for about 30 s after a call):
+#   bash scripts/device_train.sh data CONTENT TRAIN_CLIPS VAL_CLIPS   # sets with VMAF labels -> /tmp/data
+#   bash scripts/device_train.sh train OUT EPOCHS [INIT_WEIGHTS]       # train on /tmp/data -> OUT
+# PyAV, vmaf-torch and yuvio are installed under /tmp/site (staged from carried wheels).
+# The sets are made from a clip count and a seed, never a deadline: the same arguments make
+# the same clips (H.264 encodes aside, which are not bit-exact between runs there).
 set -euo pipefail
-out=$1; train=${2:-3000}; val=${3:-300}; epochs=${4:-20}
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-mkdir -p "$out"
-rm -rf /tmp/data  # a warm machine keeps /tmp: never train on a stale set
 start=$(date +%s)
-python3 scripts/make_dataset.py --content .device/content_tv --out /tmp/data --train "$train" --val "$val" \
-  --workers ${WORKERS:-15} --device ${DEVICE:-cuda} --deadline-s ${DEADLINE:-330}
-echo "dataset: $(( $(date +%s) - start )) s"
-python3 scripts/train.py --data /tmp/data --out "$out" --epochs "$epochs" --backbone .device/backbone.pt
-echo "total: $(( $(date +%s) - start )) s"
-cp /tmp/data/val.json "$out/"
+case $1 in
+  data)
+    rm -rf /tmp/data  # a warm machine keeps /tmp: never train on a stale set
+    python3 scripts/make_dataset.py --content "$2" --out /tmp/data --train "$3" --val "$4" \
+      --workers ${WORKERS:-15} --device ${DEVICE:-cuda}
+    echo "dataset: $(( $(date +%s) - start )) s" ;;
+  train)
+    mkdir -p "$2"
+    init=(); [ -n "${4:-}" ] && init=(--init "$4")
+    python3 scripts/train.py --data /tmp/data --out "$2" --epochs "$3" "${init[@]}" 2>&1 | tee "$2/train_log.txt"
+    cp /tmp/data/val.json "$2/"
+    echo "training: $(( $(date +%s) - start )) s" ;;
+  *) echo "usage: device_train.sh data|train ..." >&2; exit 2 ;;
+esac

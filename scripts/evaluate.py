@@ -161,6 +161,15 @@ def dead_leaves(width: int, height: int, seed: int = 5, n: int = 2500) -> np.nda
     return cv2.resize(img, (width, height), interpolation=cv2.INTER_AREA)
 
 
+def real_4k(path: str, width: int, height: int) -> np.ndarray:
+    """A real photo as a ``width`` x ``height`` frame: its largest 16:9 centre crop, resized."""
+    im = cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2RGB)
+    h, w = im.shape[:2]
+    cw, ch = min(w, h * 16 // 9), min(h, w * 9 // 16)
+    crop = im[(h - ch) // 2:(h - ch) // 2 + ch, (w - cw) // 2:(w - cw) // 2 + cw]
+    return cv2.resize(crop, (width, height), interpolation=cv2.INTER_LANCZOS4 if width > cw else cv2.INTER_AREA)
+
+
 def write(path: Path, frames: np.ndarray, quality: float = 0.92) -> Path:
     path.write_bytes(synth.encode(frames, "h264", quality, 25))
     return path
@@ -201,18 +210,23 @@ def local_metrics(a) -> dict:
         "per_clip": rows}
     print(json.dumps(report["real_clean"], indent=1), flush=True)
 
-    # 2. The same pristine picture at 720p, 1080p and 2160p: drawn once at 2160p, area-shrunk.
+    # 2. The same picture at 720p, 1080p and 2160p: drawn once at 2160p, or a real test photo
+    # (a 16:9 centre crop of the original, Lanczos-enlarged to 2160p as a camera's soft 4K frame
+    # is), area-shrunk to the others.
     sizes = ((1280, 720), (1920, 1080), (3840, 2160))
     res = {}
-    for name, make in (("dead_leaves", lambda w, h: dead_leaves(w, h)),
-                       ("graphics", lambda w, h: synth.graphics(w, h, np.random.default_rng(3))[:h])):
+    makers = [("dead_leaves", lambda w, h: dead_leaves(w, h)),
+              ("graphics", lambda w, h: synth.graphics(w, h, np.random.default_rng(3))[:h])]
+    for photo in a.photos:
+        makers.append((Path(photo).parent.name + "/" + Path(photo).stem, lambda w, h, p=photo: real_4k(p, w, h)))
+    for name, make in makers:
         big = make(*sizes[-1])
         scores, flags = [], []
         for w, h in sizes:
             still = big if w == big.shape[1] else cv2.resize(big, (w, h), interpolation=cv2.INTER_AREA)
             step = w // 640  # the same pan, in picture terms, at every size
             frames = np.stack([np.roll(still, t * step, axis=1) for t in range(12)])
-            r = both(write(tmp / f"res_{name}_{h}.mp4", frames))
+            r = both(write(tmp / f"res_{name.replace('/', '_')}_{h}.mp4", frames))
             scores.append(round(r.score, 1))
             flags.append(sorted(defect_types(r)))
         res[name] = {"sizes": [f"{w}x{h}" for w, h in sizes], "scores": scores, "defects": flags,
@@ -262,14 +276,30 @@ def local_metrics(a) -> dict:
     return report
 
 
+def macro_f1(report: dict) -> float | None:
+    """Defect macro-F1 over the eight types: the six model defects from the labelled test set
+    (targets.py's, else evaluate.py test's), frozen and black from the frames check."""
+    if "targets" in report:
+        six = list(report["targets"]["model_3"]["f1_six_model_defects"].values())
+    elif "test" in report:
+        six = [report["test"][f"f1_{d}"] for d in MODEL_DEFECTS]
+    else:
+        return None
+    return float(np.mean(six + [report["frozen_black"][t] for t in ("frozen", "black")]))
+
+
 def run_local(a) -> None:
     report = {}
     if a.test_metrics:
         report["test"] = json.loads(Path(a.test_metrics).read_text())
+    if a.targets:
+        report["targets"] = json.loads(Path(a.targets).read_text())
+    if a.training:
+        report["training"] = json.loads(Path(a.training).read_text())
+    from train import provenance
+    report["evaluation_provenance"] = provenance(a)
     report.update(local_metrics(a))
-    if "test" in report:
-        f1s = [report["test"][f"f1_{d}"] for d in MODEL_DEFECTS] + [report["frozen_black"][t] for t in ("frozen", "black")]
-        report["macro_f1_eight_types"] = float(np.mean(f1s))
+    report["macro_f1_eight_types"] = macro_f1(report)
     a.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {a.out}")
 
@@ -293,6 +323,10 @@ def main() -> None:
     lo.add_argument("--test-records", type=Path, default=None)
     lo.add_argument("--test-clips", type=Path, default=None, help="test clips that came back, for OpenVINO vs PyTorch")
     lo.add_argument("--out", type=Path, default=Path("models/metrics.json"))
+    lo.add_argument("--photos", nargs="*", default=[], help="real test photos for the 720p/1080p/2160p check")
+    lo.add_argument("--targets", type=Path, default=None, help="scripts/targets.py's output, merged in")
+    lo.add_argument("--training", type=Path, default=None,
+                    help="train.py's val_metrics.json (the kept epoch, the data, the provenance), merged in")
     a = ap.parse_args()
     run_test(a) if a.part == "test" else run_local(a)
 

@@ -1,14 +1,19 @@
 """Generate the labelled training, validation and test sets.
 
-Each clip: one pristine source (a still, a real clip, or drawn graphics) rendered into a short
-moving clip at a display resolution from 240p to 2160p, a reference that may carry what a
-camera's normal output has (shallow depth of field, grain, a night scene's tone), a random mix
-of distortions, an encode with one of five codecs, a decode, and VMAF labels from vmaf-torch
-on every frame, all at the working scale the network judges frames at:
+Each clip: one pristine source (a still, a real clip, drawn graphics, or a PolyU noisy/clean
+pair) rendered into a short moving clip at a display resolution from 240p to 2160p, a
+reference that may carry what a camera's normal output has (shallow depth of field, grain, a
+night scene's or a high-key scene's tone), a random mix of distortions (synthetic ones and a
+camera's: shake, focus errors, phone smearing, real sensor noise), an encode with one of five
+codecs, a decode, and VMAF labels from vmaf-torch on every frame, all at the working scale the
+network judges frames at:
 
 - ``vmaf``: the distorted clip against its reference with the same exposure applied.
   Exposure is deliberately left out of the score (VMAF collapses on a darkened clip although
   a night scene is not a bad video); dark and overexposed are reported as defects instead.
+  ``vmaf_pristine`` (exposure clips): against the reference as shot.
+- ``target`` (what the score head learns): ``vmaf`` less the noise penalty (NOISE_PENALTY_MAX),
+  from ``sigma_eff``, the noise that survived the codec.
 - ``vmaf_codec``: the decoded clip against what went into the encoder, i.e. the damage the
   codec alone did; it decides the ``compression`` defect label.
 
@@ -16,9 +21,11 @@ Distortion strengths are drawn at the working scale (a blur of sigma 2 means 2 w
 pixels, 8 native pixels at 2160p), so a label means the same thing at every resolution.
 Defect labels are 1, 0, or masked (-1) where the applied strength is too mild to call.
 Content comes from scripts/content.py's split: train, val and test never share a source.
+A set is a function of its clip count and seed (H.264 encodes aside: not bit-exact between
+machines), never of a deadline.
 
-    python scripts/make_dataset.py --content .device/content --out data/ --train 3000 --val 300
-    python scripts/make_dataset.py --content .device/content --out data/ --test-ladders 40 --test 200
+    python scripts/make_dataset.py --content .device/p_tv --out data/ --train 3240 --val 400
+    python scripts/make_dataset.py --content .device/p_test --out data/ --test-ladders 30 --test 200
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -42,11 +50,22 @@ from vqa.types import MODEL_DEFECTS  # noqa: E402
 FRAMES = 8
 TRAIN_FRAMES = range(0, FRAMES, 2)  # frames of a training clip that become samples
 VIEWS_PER_FRAME = 1  # random fragment placements per training frame: more clips beat more views
-KINDS = (("clean", .12), ("compression", .26), ("blur", .12), ("noise", .14), ("scale", .12),
-         ("exposure", .10), ("mix", .14))
+KINDS = (("clean", .10), ("compression", .19), ("blur", .07), ("noise", .13), ("realnoise", .04), ("scale", .09),
+         ("exposure", .09), ("shake", .06), ("focus", .06), ("smear", .06), ("mix", .11))
+MIX_PARTS = ("blur", "noise", "scale", "exposure", "shake", "focus", "smear")
 CODEC_MIX = (("h264", .55), ("hevc", .15), ("vp9", .12), ("av1", .10), ("mpeg4", .08))
-GRAPHICS_SHARE, CLIP_SHARE = 0.08, 0.10  # of clips; the rest are stills
-BOKEH, GRAIN, NIGHT = 0.25, 0.15, 0.08  # reference properties, each drawn on its own
+GRAPHICS_SHARE, CLIP_SHARE = 0.06, 0.12  # of clips; the rest are stills
+BOKEH, GRAIN, NIGHT, HIGH_KEY = 0.25, 0.15, 0.08, 0.06  # reference properties, each drawn on its own
+REAL_NOISE = 0.35  # of the noise family: real sensor noise from a PolyU pair, not synthetic
+# Noise as viewers see it. VMAF hardly moves for noise a viewer sees at once (sigma 8), so the
+# score target is VMAF less a penalty on the noise that survived the codec: sigma_eff, the
+# standard deviation of the luma the noise changed in the decoded clip (the decoded clip less
+# the same clip made without noise, through the same codec; each frame's mean difference
+# removed), in 8-bit levels at the working scale. Real sensor noise is blotchy (demosaicing,
+# JPEG), so no high-pass: what a viewer sees is measured whole.
+# penalty = NOISE_PENALTY_MAX * (1 - exp(-sigma_eff / NOISE_PENALTY_SCALE)).
+NOISE_PENALTY_MAX, NOISE_PENALTY_SCALE = 40.0, 16.0
+NOISE_LABEL = (1.2, 1.8)  # sigma_eff: below the first, no noise to report; from the second, noise
 # Test ladders: each family at four rising strengths on one reference, mildest first.
 LADDERS = {
     "blur": [0.8, 1.5, 2.5, 4.0],  # Gaussian sigma, working pixels
@@ -62,9 +81,9 @@ def load_content(root: Path, split: str) -> list[dict]:
 
 
 def draw_reference(rng: np.random.Generator, sizes: list[tuple[int, int, str]], seed: int, *,
-                   frames: int = FRAMES) -> dict:
-    """The clean clip: source, display size, reference properties."""
-    u = rng.random()
+                   frames: int = FRAMES, source: int | None = None) -> dict:
+    """The clean clip: source (``source``, or drawn), display size, reference properties."""
+    u = 1.0 if source is not None else rng.random()
     spec: dict = {"seed": seed, "frames": frames, "fps": int(rng.choice([24, 25, 30]))}
     if u < GRAPHICS_SHARE:
         short = int(synth._pick(rng, ((360, .2), (480, .15), (540, .15), (720, .2), (1080, .2), (2160, .1))))
@@ -72,36 +91,55 @@ def draw_reference(rng: np.random.Generator, sizes: list[tuple[int, int, str]], 
         spec.update(source="graphics", width=synth._even(short * max(aspect, 1)),
                     height=synth._even(short / min(aspect, 1)), crop_short=float(short))
     else:
-        clips = [i for i, s in enumerate(sizes) if s[2] == "clip"]
+        clips = [i for i, s in enumerate(sizes) if s[2] == "clip"]  # pairs are not references
         stills = [i for i, s in enumerate(sizes) if s[2] == "still"]
         pool = clips if (u < GRAPHICS_SHARE + CLIP_SHARE and clips) or not stills else stills
-        k = int(pool[rng.integers(len(pool))])
+        k = int(pool[rng.integers(len(pool))]) if source is None else source
         w, h, crop = synth.plan_size(sizes[k][0], sizes[k][1], rng)
         spec.update(source=k, width=w, height=h, crop_short=crop)
         if sizes[k][2] == "still" and rng.random() < BOKEH:
             spec["bokeh"] = True
     if rng.random() < GRAIN:
         spec["grain"] = float(rng.uniform(1.0, 3.5))  # working pixels
-    if rng.random() < NIGHT:
+    u = rng.random()
+    if u < NIGHT:
         spec["night"] = float(rng.uniform(1.6, 2.6))
+    elif u < NIGHT + HIGH_KEY:  # snow, sky, a white wall: bright, and clean
+        spec["night"] = float(rng.uniform(0.45, 0.75))
     return spec
 
 
 def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int = FRAMES) -> dict:
     """Everything that defines one clip, drawn from ``rng``; the clip is a function of it."""
-    spec = draw_reference(rng, sizes, seed, frames=frames)
+    pairs = [i for i, s in enumerate(sizes) if s[2] == "pair"]
     kind = synth._pick(rng, KINDS)
+    if kind == "realnoise" and not pairs:
+        kind = "noise"
+    if kind == "realnoise":  # a real noisy crop against its clean mean, panned by whole pixels
+        k = int(pairs[rng.integers(len(pairs))])
+        side = int(rng.choice([384, 448, 480]))
+        spec = {"seed": seed, "frames": frames, "fps": int(rng.choice([24, 25, 30])), "source": k,
+                "width": side, "height": side if rng.random() < 0.5 else side * 3 // 4, "crop_short": 0.0,
+                "pair": True}
+    else:
+        spec = draw_reference(rng, sizes, seed, frames=frames)
     spec["kind"] = kind
     spec["codec"] = synth._pick(rng, CODEC_MIX)
-    parts = {"mix": list(rng.choice(["blur", "noise", "scale", "exposure"], size=int(rng.integers(2, 4)),
-                                     replace=False))}.get(kind, [kind])
+    parts = {"mix": list(rng.choice(MIX_PARTS, size=int(rng.integers(2, 4)), replace=False))}.get(kind, [kind])
     if "blur" in parts:
         if rng.random() < 0.5:
             spec["blur_sigma"] = float(rng.uniform(0.6, 6.0))
         else:
             spec["motion_blur"] = [float(rng.uniform(3, 25)), float(rng.uniform(0, 180))]
+    if "focus" in parts:  # a constant misfocus, or focus hunting (the radius swings over the clip)
+        spec["focus"] = [float(np.exp(rng.uniform(np.log(0.8), np.log(10)))), int(rng.random() < 0.5)]
+    if "shake" in parts:  # jitter amplitude and shutter share (working px), with a blur floor
+        spec["shake"] = [float(rng.uniform(2, 24)), float(rng.uniform(0.3, 1.0)), float(rng.uniform(0, 6))]
     if "noise" in parts:
-        spec["noise_sigma"] = float(np.exp(rng.uniform(np.log(2), np.log(48))))
+        if pairs and rng.random() < REAL_NOISE:
+            spec["real_noise"] = [int(pairs[rng.integers(len(pairs))]), float(np.exp(rng.uniform(np.log(0.4), np.log(2.5))))]
+        else:
+            spec["noise_sigma"] = float(np.exp(rng.uniform(np.log(2), np.log(48))))
     if "scale" in parts:
         spec["scale"] = [float(rng.uniform(1.3, 5.0)),
                          int(rng.choice([cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_CUBIC])),
@@ -112,7 +150,13 @@ def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int =
             spec["exposure"] = [float(rng.uniform(0.12, 0.55)), float(rng.uniform(1.0, 1.8))]
         else:
             spec["exposure"] = [float(rng.uniform(1.6, 3.5)), float(rng.uniform(0.6, 1.0))]
-    spec["quality"] = float(rng.uniform(0, 1) if kind in ("compression", "mix") else rng.uniform(0.6, 1))
+    if "smear" in parts:  # phone noise reduction, then a phone encoder's low bit rate
+        spec["smear"] = [float(rng.uniform(15, 60)), float(rng.uniform(1.5, 5))]
+        spec["codec"] = str(rng.choice(["h264", "hevc"]))
+    low = kind in ("compression", "mix", "smear")
+    spec["quality"] = float(rng.uniform(0, 1) if low else rng.uniform(0.6, 1))
+    if kind == "smear":
+        spec["quality"] = float(rng.uniform(0.25, 0.55))
     return spec
 
 
@@ -134,27 +178,38 @@ def ladder_specs(base: dict) -> list[dict]:
     return out
 
 
-def defect_labels(spec: dict, x: np.ndarray, vmaf_codec: float) -> list[int]:
+def noise_penalty(sigma_eff):
+    """Score points a viewer takes off for noise of ``sigma_eff`` (see NOISE_PENALTY_MAX)."""
+    return NOISE_PENALTY_MAX * (1.0 - np.exp(-np.asarray(sigma_eff, np.float64) / NOISE_PENALTY_SCALE))
+
+
+def defect_labels(spec: dict, x: np.ndarray, vmaf_codec: float, sigma_eff: float) -> list[int]:
     """1 / 0 / -1 (masked) per MODEL_DEFECTS, from what was applied and how strongly.
 
-    ``x`` is the encoder's input at the working scale. Strengths are in working pixels."""
-    blurred = "blur_sigma" in spec or "motion_blur" in spec
-    strong = spec.get("blur_sigma", 0) >= 1.5 or spec.get("motion_blur", [0])[0] >= 7
+    ``x`` is the encoder's input at the working scale. Strengths are in working pixels;
+    ``sigma_eff`` is the noise that survived the codec (NOISE_PENALTY_MAX's comment)."""
+    shake = spec.get("shake", [0, 0, 0])
+    shake_len = max(shake[2], shake[1] * shake[0] * 0.6)  # about the typical smear per frame
+    focus = spec.get("focus", [0, 0])
+    focus_r = focus[0] * (0.5 if focus[1] else 1.0)  # hunting: the mean radius over the swing
+    blurred = any(k in spec for k in ("blur_sigma", "motion_blur", "shake", "focus", "smear"))
+    strong = (spec.get("blur_sigma", 0) >= 1.5 or spec.get("motion_blur", [0])[0] >= 7 or shake_len >= 7
+              or focus_r >= 3)
     blur = 1 if strong else (0 if not blurred else -1)
-    noise_sigma = spec.get("noise_sigma", 0)
-    noise = 1 if noise_sigma >= 6 and vmaf_codec >= 40 else (0 if noise_sigma == 0 else -1)
+    noisy = "noise_sigma" in spec or "real_noise" in spec or (spec.get("pair") and not spec.get("pair_clean"))
+    noise = 0 if not noisy else (1 if sigma_eff >= NOISE_LABEL[1] else (0 if sigma_eff < NOISE_LABEL[0] else -1))
     compression = 1 if vmaf_codec < 65 else (0 if vmaf_codec > 85 else -1)
     factor = spec.get("scale", [1.0])[0]
     low_res = 1 if factor >= 2 else (0 if factor == 1.0 else -1)
-    if low_res == 0 and spec.get("blur_sigma", 0) >= 2.5:
-        low_res = -1  # a strong defocus looks like an upscale; don't force the call
+    if low_res == 0 and (spec.get("blur_sigma", 0) >= 2.5 or focus_r >= 5 or "smear" in spec):
+        low_res = -1  # a strong defocus or smoothing looks like an upscale; don't force the call
     if blur == 0 and factor >= 2.5:
         blur = -1
     y = 0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]
     mean, clipped = float(y.mean()), float((y > 245).mean())
     gain = spec.get("exposure", [1.0])[0]
-    # Without an exposure change the clip is as its reference was shot: a night scene or a
-    # white page is not a defect, so those are firm negatives, not masked.
+    # Without an exposure change the clip is as its reference was shot: a night scene, snow or
+    # a white page is not a defect, so those are firm negatives, not masked.
     dark = 1 if gain < 1 and mean < 60 else (0 if gain == 1.0 else -1)
     over = 1 if gain > 1 and (clipped > 0.2 or mean > 190) else (0 if gain == 1.0 else -1)
     return [blur, noise, compression, low_res, dark, over]
@@ -193,13 +248,26 @@ def _vmaf(ref: np.ndarray, dist: np.ndarray) -> np.ndarray:
         return _VMAF(r, d).flatten().float().cpu().numpy()
 
 
-def _load(entry: dict) -> np.ndarray:
-    path = _ROOT / entry["file"]
-    if entry["kind"] == "still":
+def _load(entry: dict, key: str = "file") -> np.ndarray:
+    path = _ROOT / entry[key]
+    if entry["kind"] != "clip":
         return cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
     if entry["file"] not in _CLIPS:
         _CLIPS[entry["file"]] = synth.decode(path.read_bytes())
     return _CLIPS[entry["file"]]
+
+
+def _pair_clip(spec: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(clean, noisy) clips of one PolyU pair, the same window panned by whole pixels (no
+    resampling: it would change the noise)."""
+    entry = _SOURCES[spec["source"]]
+    clean, noisy = _load(entry), _load(entry, "noisy")
+    w, h, n = spec["width"], spec["height"], spec["frames"]
+    dx, dy = int(rng.integers(-2, 3)), int(rng.integers(-1, 2))
+    x0 = int(rng.integers(abs(dx) * n, clean.shape[1] - w - abs(dx) * n + 1))
+    y0 = int(rng.integers(abs(dy) * n, clean.shape[0] - h - abs(dy) * n + 1))
+    windows = [(y0 + dy * t, x0 + dx * t) for t in range(n)]
+    return tuple(np.stack([im[y:y + h, x:x + w] for y, x in windows]) for im in (clean, noisy))
 
 
 def reference_clip(spec: dict, rng: np.random.Generator) -> np.ndarray:
@@ -223,40 +291,88 @@ def reference_clip(spec: dict, rng: np.random.Generator) -> np.ndarray:
     return clip
 
 
-def distorted_clip(spec: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
-    """(reference, encoder input, decoded output, encoded bytes) of the clip ``spec`` defines,
-    at display size. ``rng`` must be ``default_rng(spec["seed"])``."""
-    clean = reference_clip(spec, rng)
+class Clip(NamedTuple):
+    """One made clip, every array (T,H,W,3) uint8 at display size."""
+    ref: np.ndarray  # what VMAF compares against: the reference with the clip's exposure applied
+    x: np.ndarray  # what went into the encoder
+    dist: np.ndarray  # what came out of the decoder
+    data: bytes  # the encoded file
+    quiet: np.ndarray | None  # the decoded clip made without its noise (noise_free), else None
+    shot: np.ndarray  # the reference as shot, before any exposure change
+
+
+def distorted_clip(spec: dict, rng: np.random.Generator, *, noise_free: bool = False) -> Clip:
+    """The clip ``spec`` defines. ``rng`` must be ``default_rng(spec["seed"])``. ``noise_free``:
+    also make the clip without its noise (the same steps, the same codec), to measure the noise
+    that survives it."""
+    if spec.get("pair"):
+        clean, noisy = _pair_clip(spec, rng)
+    else:
+        clean = reference_clip(spec, rng)
     s = working_scale(spec["height"], spec["width"])  # working pixels per native pixel (<= 1 here)
     x = clean
+    ref = clean
+    if "shake" in spec:  # the reference moves with the camera; the picture smears on top
+        amplitude, shutter, floor = spec["shake"]
+        path = synth.shake_path(spec["frames"], amplitude / s, rng)
+        ref = x = synth.translate(clean, path)
+        x = synth.shake_blur(x, path, shutter, floor / s)
+    if "focus" in spec:
+        r, hunting = spec["focus"]
+        phase = np.linspace(0, np.pi, spec["frames"])
+        radii = r * np.sin(phase) ** 2 if hunting else np.full(spec["frames"], r)
+        x = synth.defocus(x, radii / s)
     if "blur_sigma" in spec:
         x = synth.gaussian_blur(x, spec["blur_sigma"] / s)
     if "motion_blur" in spec:
         length, angle = spec["motion_blur"]
         x = synth.motion_blur(x, max(2, int(round(length / s))), angle)
-    ref = clean
+    if "smear" in spec:
+        x = synth.smear(x, spec["smear"][0], spec["smear"][1] / s)
+    shot = ref
     if "exposure" in spec:
         x = synth.exposure(x, *spec["exposure"])
-        ref = synth.exposure(clean, *spec["exposure"])
+        ref = synth.exposure(ref, *spec["exposure"])
+    x_quiet = x
+    if spec.get("pair") and not spec.get("pair_clean"):
+        x = noisy
     if "noise_sigma" in spec:
         x = synth.sensor_noise(x, spec["noise_sigma"] / s, rng)
+    if "real_noise" in spec:
+        k, gain = spec["real_noise"]
+        pair = _SOURCES[k]
+        residual = _load(pair, "noisy").astype(np.float32) - _load(pair).astype(np.float32)
+        if s < 1:  # the noise's grain at the working scale, whatever the display size
+            residual = cv2.resize(residual, None, fx=1 / s, fy=1 / s, interpolation=cv2.INTER_NEAREST)
+        x = synth.add_residual(x, residual, gain, rng)
+    noisy_clip = x is not x_quiet
     if "scale" in spec:
         factor, down, up = spec["scale"]
         x = synth.rescale(x, factor / s, down, up)
+        x_quiet = synth.rescale(x_quiet, factor / s, down, up) if noisy_clip else x
     data = synth.encode(x, spec["codec"], spec["quality"], spec["fps"])
-    return ref, x, synth.decode(data)[:spec["frames"]], data
+    quiet = None
+    if noise_free and noisy_clip:
+        quiet = synth.decode(synth.encode(x_quiet, spec["codec"], spec["quality"], spec["fps"]))[:spec["frames"]]
+    return Clip(ref, x, synth.decode(data)[:spec["frames"]], data, quiet, shot)
 
 
 def make_clip(job: tuple[dict, str]) -> dict:
     spec, split = job
     rng = np.random.default_rng(spec["seed"])
-    ref, x, dist, data = distorted_clip(spec, rng)
+    ref, x, dist, data, quiet, shot = distorted_clip(spec, rng, noise_free=True)
     ref_w, x_w, dist_w = synth.to_working(ref), synth.to_working(x), synth.to_working(dist)
     vmaf = _vmaf(ref_w, dist_w)
     vmaf_codec = _vmaf(x_w, dist_w)
-    labels = defect_labels(spec, x_w, float(vmaf_codec.mean()))
+    sigma = np.zeros(len(dist))
+    if quiet is not None:
+        sigma = synth.noise_sigma(dist_w, synth.to_working(quiet))
+    target = np.clip(vmaf - noise_penalty(sigma), 0, 100)
+    labels = defect_labels(spec, x_w, float(vmaf_codec.mean()), float(sigma.mean()))
     out = {"spec": spec, "vmaf": float(vmaf.mean()), "vmaf_codec": float(vmaf_codec.mean()), "labels": labels,
-           "frame_vmaf": vmaf.astype(np.float32)}
+           "target": float(target.mean()), "sigma_eff": float(sigma.mean()), "frame_vmaf": target.astype(np.float32)}
+    if "exposure" in spec:  # what VMAF says against the reference as shot (the exposure counted)
+        out["vmaf_pristine"] = float(_vmaf(synth.to_working(shot), dist_w).mean())
     if split == "test":
         out["bytes"] = data
     elif split == "val":
@@ -265,13 +381,12 @@ def make_clip(job: tuple[dict, str]) -> dict:
         idx = list(TRAIN_FRAMES)
         out["views"] = np.stack([fragments(dist[i], rng.uniform(0, 1, size=(GRID, GRID, 2)))
                                  for i in idx for _ in range(VIEWS_PER_FRAME)])
-        out["frame_vmaf"] = np.repeat(vmaf[idx], VIEWS_PER_FRAME).astype(np.float32)
+        out["frame_vmaf"] = np.repeat(target[idx], VIEWS_PER_FRAME).astype(np.float32)
     return out
 
 
-def generate(root: Path, split: str, specs: list[dict], workers: int, device: str, out: Path,
-             deadline_s: float | None = None) -> None:
-    """Make every clip of ``specs`` (or as many as ``deadline_s`` allows) and write the split."""
+def generate(root: Path, split: str, specs: list[dict], workers: int, device: str, out: Path) -> None:
+    """Make every clip of ``specs`` and write the split."""
     sources = load_content(root, split)
     views, fvmaf, owner, records = [], [], [], []
     clips_dir = out / f"{split}_clips"
@@ -280,6 +395,7 @@ def generate(root: Path, split: str, specs: list[dict], workers: int, device: st
     with ctx.Pool(workers, initializer=_init, initargs=(root, sources, device)) as pool:
         for k, r in enumerate(pool.imap(make_clip, [(s, split) for s in specs], chunksize=1)):
             rec = {"clip": k, "spec": r["spec"], "vmaf": r["vmaf"], "vmaf_codec": r["vmaf_codec"],
+                   "target": r["target"], "sigma_eff": r["sigma_eff"],
                    "labels": dict(zip(MODEL_DEFECTS, r["labels"])),
                    "source": "graphics" if r["spec"]["source"] == "graphics" else sources[r["spec"]["source"]]["id"]}
             if split == "test":
@@ -291,23 +407,43 @@ def generate(root: Path, split: str, specs: list[dict], workers: int, device: st
                 views.append(r["views"])
                 fvmaf.append(r["frame_vmaf"])
                 owner.append(np.full(len(r["views"]), k, np.int32))
+            if "vmaf_pristine" in r:
+                rec["vmaf_pristine"] = r["vmaf_pristine"]
             records.append(rec)
-            if deadline_s is not None and time.time() - t0 > deadline_s:
-                print(f"{split}: deadline reached after {k + 1} of {len(specs)} clips", flush=True)
-                break
             if k % 200 == 0:
                 print(f"{split}: {k}/{len(specs)} clips, {time.time() - t0:.0f} s", flush=True)
     if split != "test":
         labels = np.array([[rec["labels"][d] for d in MODEL_DEFECTS] for rec in records], np.int8)
         np.savez(out / f"{split}.npz", views=np.concatenate(views), frame_vmaf=np.concatenate(fvmaf),
-                 clip=np.concatenate(owner), clip_vmaf=np.array([r["vmaf"] for r in records], np.float32),
+                 clip=np.concatenate(owner), clip_vmaf=np.array([r["target"] for r in records], np.float32),
                  clip_labels=labels)
     (out / f"{split}.json").write_text(json.dumps(records, indent=0))
     print(f"{split}: {len(specs)} clips in {time.time() - t0:.0f} s", flush=True)
 
 
-def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0) -> list[dict]:
-    """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips."""
+def real_specs(sizes: list, seed: int) -> list[dict]:
+    """Every test source once, clean (the real pictures check: no defect should be reported),
+    and every PolyU pair twice, its clean mean and its real noise, at high codec quality."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for k, (w, h, kind) in enumerate(sizes):
+        if kind == "pair":
+            side = 480
+            base = {"seed": seed * 1_000_003 + 900_000 + k, "frames": FRAMES, "fps": 25, "source": k,
+                    "width": side, "height": side, "crop_short": 0.0, "pair": True, "codec": "h264", "quality": 0.9}
+            specs += [{**base, "kind": "clean", "pair_clean": True, "real": "pair_clean"},
+                      {**base, "kind": "realnoise", "real": "pair_noisy"}]
+        else:
+            spec = draw_reference(rng, sizes, seed * 1_000_003 + 800_000 + k, source=k)
+            spec.pop("grain", None), spec.pop("bokeh", None), spec.pop("night", None)  # the picture as it is
+            specs.append({**spec, "kind": "clean", "codec": "h264", "quality": float(rng.uniform(0.85, 1.0)),
+                          "real": "clean"})
+    return specs
+
+
+def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real: bool = False) -> list[dict]:
+    """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips,
+    then (``real``) every source once as it is (real_specs)."""
     sources = load_content(root, split)
     sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
     rng = np.random.default_rng(seed)
@@ -318,6 +454,8 @@ def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0) -> l
             base = draw_reference(rng, sizes, seed * 1_000_003 + 700_000 + i)
         specs += ladder_specs(base)
     specs += [draw_spec(rng, sizes, seed * 1_000_003 + i) for i in range(n)]
+    if real:
+        specs += real_specs(sizes, seed)
     if split == "test":  # largest first, so slow 4K clips do not finish last on one worker
         specs.sort(key=lambda s: -s["width"] * s["height"])
     return specs
@@ -334,16 +472,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--deadline-s", type=float, default=None,
-                    help="stop the training set after this many seconds and keep what was made")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     for split, n, ladders, seed in (("val", a.val, 0, a.seed + 1), ("test", a.test, a.test_ladders, a.seed + 2),
                                     ("train", a.train, 0, a.seed)):
         if n + ladders == 0 or (a.out / f"{split}.json").exists():
             continue  # nothing asked, or made by an earlier, interrupted run with the same arguments
-        generate(a.content, split, plan_split(a.content, split, n, seed, ladders), a.workers, a.device, a.out,
-                 a.deadline_s if split == "train" else None)
+        generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test"),
+                 a.workers, a.device, a.out)
 
 
 if __name__ == "__main__":

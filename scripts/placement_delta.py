@@ -25,12 +25,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vqa.aggregate import FrameResult, aggregate  # noqa: E402
 from vqa.decode import open_video  # noqa: E402
+from vqa.decode.base import KEYFRAME_SCAN_PACKETS  # noqa: E402
 from vqa.infer import open_inferencer  # noqa: E402
 from vqa.model import load_model_spec  # noqa: E402
 from vqa.preprocess import fragments, frame_stats  # noqa: E402
 from vqa.sample import plan_frames  # noqa: E402
-
-KEYFRAME_SCAN_PACKETS = 20_000
 
 
 def reencode(src: str, dst: str, gop: int) -> None:

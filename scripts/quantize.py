@@ -36,7 +36,7 @@ def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
     views = []
     for i in range(clips):
         spec = draw_spec(rng, sizes, seed * 7919 + i)
-        _, _, dist, _ = distorted_clip(spec, np.random.default_rng(spec["seed"]))
+        dist = distorted_clip(spec, np.random.default_rng(spec["seed"])).dist
         views += [fragments(dist[0]), fragments(dist[FRAMES // 2])]
     return np.stack(views)
 

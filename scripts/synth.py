@@ -142,7 +142,9 @@ def grain(frames: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndar
 
 
 def night(frames: np.ndarray, gamma: float) -> np.ndarray:
-    """A night scene's tone: midtones and shadows low, highlights kept (not an underexposure)."""
+    """A night scene's tone: midtones and shadows low, highlights kept (not an underexposure).
+    With gamma under 1, a high-key scene's (snow, sky, a white page): bright, nothing clipped
+    that was not clipped before (not an overexposure)."""
     lut = np.clip((np.arange(256) / 255.0) ** gamma * 255.0 + 0.5, 0, 255).astype(np.uint8)
     return lut[frames]
 
@@ -227,6 +229,69 @@ def motion_blur(frames: np.ndarray, length: int, angle_deg: float) -> np.ndarray
     return np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT) for f in frames])
 
 
+def disc_kernel(radius: float) -> np.ndarray:
+    """A lens's defocus: a disc of ``radius`` px with an anti-aliased rim, summing to 1."""
+    r = max(0.5, radius)
+    n = int(np.ceil(r))
+    yy, xx = np.mgrid[-n:n + 1, -n:n + 1]
+    k = np.clip(r + 0.5 - np.sqrt(xx ** 2 + yy ** 2), 0, 1).astype(np.float32)
+    return k / k.sum()
+
+
+def defocus(frames: np.ndarray, radii) -> np.ndarray:
+    """Focus errors: each frame's disc blur of its own radius (focus hunting moves it)."""
+    return np.stack([f if r < 0.5 else cv2.filter2D(f, -1, disc_kernel(r), borderType=cv2.BORDER_REFLECT)
+                     for f, r in zip(frames, radii)])
+
+
+def shake_path(frames: int, amplitude: float, rng: np.random.Generator) -> np.ndarray:
+    """A hand-held camera's jitter: (frames, 2) offsets in px, a smoothed random walk whose
+    largest excursion is ``amplitude``, rounded to whole pixels (the reference moves the same
+    way without resampling)."""
+    steps = rng.standard_normal((frames + 4, 2))
+    walk = np.cumsum(steps, 0)
+    walk = np.stack([np.convolve(walk[:, i], np.ones(3) / 3, "valid")[:frames] for i in range(2)], 1)
+    walk -= walk.mean(0)
+    walk *= amplitude / max(1e-6, np.abs(walk).max())
+    return np.round(walk)
+
+
+def translate(frames: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Whole-pixel shifts per frame (reflected at the borders): the reference of a shaken clip."""
+    h, w = frames.shape[1:3]
+    out = np.empty_like(frames)
+    for t, (f, (dx, dy)) in enumerate(zip(frames, offsets)):
+        m = np.float32([[1, 0, dx], [0, 1, dy]])
+        out[t] = cv2.warpAffine(f, m, (w, h), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_REFLECT)
+    return out
+
+
+def shake_blur(frames: np.ndarray, offsets: np.ndarray, shutter: float, floor: float) -> np.ndarray:
+    """Motion blur of a shaken camera: each frame smeared along its own motion since the last
+    frame, over the share ``shutter`` of the frame interval, at least ``floor`` px."""
+    v = np.diff(offsets, axis=0, prepend=offsets[:1] - (offsets[1:2] - offsets[:1]))
+    out = []
+    for f, (dx, dy) in zip(frames, v):
+        length = max(floor, shutter * float(np.hypot(dx, dy)))
+        angle = float(np.degrees(np.arctan2(-dy, dx))) if (dx or dy) else 0.0
+        out.append(f if length < 1.5 else motion_blur(f[None], int(round(length)), angle)[0])
+    return np.stack(out)
+
+
+def smear(frames: np.ndarray, sigma_color: float, sigma_space: float) -> np.ndarray:
+    """A phone's noise reduction: edge-preserving smoothing that wipes fine texture (skin,
+    foliage, grain) and keeps edges; with a low bit rate after it, the 'smeared' phone look."""
+    return np.stack([cv2.bilateralFilter(f, 0, sigma_color, sigma_space) for f in frames])
+
+
+def noise_sigma(noisy: np.ndarray, quiet: np.ndarray) -> np.ndarray:
+    """Per frame, the standard deviation of the luma the noise changed: ``noisy`` less
+    ``quiet`` (the same clip without the noise), each frame's mean difference removed.
+    (T,) float64, in 8-bit luma levels."""
+    d = luma(noisy) - luma(quiet)
+    return d.reshape(len(d), -1).std(1).astype(np.float64)
+
+
 def sensor_noise(frames: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """Signal-dependent (shot) plus constant (read) noise, partly correlated across channels."""
     x = frames.astype(np.float32)
@@ -243,6 +308,19 @@ def rescale(frames: np.ndarray, factor: float, down: int, up: int) -> np.ndarray
     sw, sh = max(8, round(w / factor)), max(8, round(h / factor))
     return np.stack([cv2.resize(cv2.resize(f, (sw, sh), interpolation=down), (w, h), interpolation=up)
                      for f in frames])
+
+
+def add_residual(frames: np.ndarray, residual: np.ndarray, gain: float, rng: np.random.Generator) -> np.ndarray:
+    """Real sensor noise on other content: ``residual`` (a noisy crop minus its clean mean,
+    float32 HxWx3) tiled over each frame from a new random offset, times ``gain``."""
+    t, h, w = frames.shape[:3]
+    rh, rw = residual.shape[:2]
+    tiled = np.tile(residual, (h // rh + 2, w // rw + 2, 1))
+    out = np.empty_like(frames)
+    for i in range(t):
+        y0, x0 = int(rng.integers(0, rh)), int(rng.integers(0, rw))
+        out[i] = np.clip(frames[i] + gain * tiled[y0:y0 + h, x0:x0 + w] + 0.5, 0, 255).astype(np.uint8)
+    return out
 
 
 def exposure(frames: np.ndarray, gain: float, gamma: float) -> np.ndarray:

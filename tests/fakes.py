@@ -1,19 +1,33 @@
 """A stand-in for vqa.Scorer, for CLI and job tests that need no model."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import Future
 
+from vqa.config import ScoreOptions
+from vqa.job import ScorerLike
+from vqa.model import ModelSpec, load_model_spec
 from vqa.types import VideoScore
 
+# The shipped manifest's rules under another name: no model file is opened.
+FAKE_SPEC: ModelSpec = dataclasses.replace(load_model_spec(), name="fake", version="0", sha256={"pytorch": "0" * 64})
 
-class FakeScorer:
-    """Stands in for vqa.Scorer: 'bad' in a file name gives an error record."""
+
+class FakeScorer(ScorerLike):
+    """Stands in for vqa.Scorer (the ScorerLike a job drives): 'bad' in a file name gives an
+    error record. ``options``: the ScoreOptions it was made with; ``engine``: the engine
+    keywords (engine, actors_per_node) when the CLI passed any."""
 
     instances: list["FakeScorer"] = []
+    workers = 1
 
-    def __init__(self, **options):
-        self.options = options
+    def __init__(self, options: ScoreOptions | None = None, **engine):
+        self.options = options or ScoreOptions()
+        self.engine = engine
+        self.spec = FAKE_SPEC
+        self.model = FAKE_SPEC.record(["pytorch"])
+        self.config = self.options.resolve(cores=2).record_config()
         self.closed = False
         self.seen: list[str] = []
         FakeScorer.instances.append(self)

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import random
 
-from vqa.aggregate import category
+from vqa.aggregate import category as _category
+from vqa.model import load_model_spec
 from vqa.types import MODEL_DEFECTS
+
+_DECISION = load_model_spec().decision
+
+
+def category(score: float) -> str:
+    return _category(score, 0.0, _DECISION)
+
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.mp4"
 ERROR_CODES = ("E_NOT_VIDEO", "E_DECODE", "E_TIMEOUT", "E_EMPTY")

@@ -4,13 +4,33 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vqa.aggregate import (
-    BLACK_LUMA_MEAN, BLACK_LUMA_P98, CATEGORY_THRESHOLDS, DEFECT_PROBABILITY, FREEZE_MAD, MIN_FROZEN_FRAMES,
-    MIN_SEGMENT_FRAMES, FrameResult, _spans, _tidy, aggregate, category, coverage,
-)
+import dataclasses
+
+from vqa import aggregate as agg
+from vqa.aggregate import FrameResult, _spans, _tidy, coverage
+from vqa.model import load_model_spec
 from vqa.preprocess import THUMB, FrameStats
 from vqa.sample import plan_frames
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, Defect, Run, SamplePlan, VideoInfo
+
+# The shipped model's rules (its manifest's decision block), under the names they had as constants.
+DECISION = load_model_spec().decision
+BLACK_LUMA_MEAN, BLACK_LUMA_P98 = DECISION.black_luma_mean, DECISION.black_luma_p98
+CATEGORY_THRESHOLDS, DEFECT_PROBABILITY = DECISION.category_thresholds, DECISION.defect_probability
+FREEZE_MAD, MIN_FROZEN_FRAMES = DECISION.freeze_mad, DECISION.min_frozen_frames
+MIN_SEGMENT_FRAMES = DECISION.min_segment_frames
+
+
+def aggregate(frames, plan, duration_s, decision=DECISION):
+    return agg.aggregate(frames, plan, duration_s, decision)
+
+
+def category(score, coverage=0.0, decision=DECISION):
+    return agg.category(score, coverage, decision)
+
+
+MERGE_GAP_S = DECISION.merge_gap_s
+
 
 FPS = 25.0
 QUIET = -8.0  # a logit whose probability is far below the flag threshold
@@ -154,14 +174,15 @@ def test_flag_threshold_is_inclusive_at_each_heads_probability(kind):
     assert defects[0].severity == pytest.approx(p)
 
 
-def test_dark_bound_on_highlights_when_set(monkeypatch):
+def test_dark_bound_on_highlights_when_set():
     # A night scene: dark mean, bright highlights. Flagged with no bound, not under a bound of 150.
     st = [stats(luma=40.0, p98=230.0, thumb_seed=i) for i in range(4)]
     rows = [outputs(dark=LOUD)] * 4
-    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    unbounded = dataclasses.replace(DECISION, dark_luma_p98=None)
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0, unbounded)
     assert of_type(defects, "dark")
-    monkeypatch.setattr("vqa.aggregate.DARK_LUMA_P98", 150.0)
-    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0)
+    bounded = dataclasses.replace(DECISION, dark_luma_p98=150.0)
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(4, 1.0), 1.0, bounded)
     assert not of_type(defects, "dark")
 
 
@@ -230,7 +251,7 @@ def test_spans_tile_the_timeline(duration_s, frames):
     assert len(spans) == len(results)
     assert spans[0][0] == 0.0
     assert spans[-1][1] == pytest.approx(duration_s)
-    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+    for (_a0, a1), (b0, _b1) in zip(spans, spans[1:]):
         assert a1 == b0  # no gap, no overlap: bit-identical edges
     for (s0, s1), f in zip(spans, results):
         assert s0 <= f.pts_s <= s1
@@ -396,13 +417,14 @@ def test_chained_reads_find_the_same_freezes_as_whole_thumbnails(cut):
     def frames(stats_list):
         return [FrameResult(0 if cut is None or i < cut else 1, i / fps, outputs(), s)
                 for i, s in enumerate(stats_list)]
-    expected = aggregate(frames(st), plan, 2.0)[2]
+    apart = dataclasses.replace(DECISION, merge_gap_s=0.0)  # two freezes 0.4 s apart stay two here
+    expected = aggregate(frames(st), plan, 2.0, apart)[2]
     chained = copy.deepcopy(st)
     for read in reads:
         chain = FreezeChain()
         for i in read:
             chain.add(chained[i])
-    got = aggregate(frames(chained), plan, 2.0)[2]
+    got = aggregate(frames(chained), plan, 2.0, apart)[2]
     assert [d.to_dict() for d in got] == [d.to_dict() for d in expected]
     assert [d.type for d in got] == ["frozen", "frozen"]
     assert sum(s.thumb is not None for s in chained) == 2 * len(reads)
@@ -412,10 +434,66 @@ def test_chained_reads_find_the_same_freezes_as_whole_thumbnails(cut):
 
 @pytest.mark.parametrize("score, covered, expected", [
     (95.0, 0.0, "excellent"), (95.0, 0.19, "excellent"), (95.0, 0.2, "good"), (95.0, 0.5, "fair"),
-    (70.0, 0.5, "fair"), (30.0, 0.9, "poor"),  # a cap never raises a category
+    (70.0, 0.5, "fair"), (95.0, 0.9, "poor"), (30.0, 0.9, "poor"), (10.0, 0.9, "bad"),  # a cap never raises
 ])
 def test_category_is_capped_by_defect_coverage(score, covered, expected):
     assert category(score, covered) == expected
+
+
+@pytest.mark.parametrize("kind", ["dark", "overexposed"])
+def test_a_clip_dark_or_overexposed_from_start_to_end_is_at_most_poor(kind):
+    # 2 s, every frame scored 95 (the score leaves exposure out by design) and flagged.
+    k = 1 + MODEL_DEFECTS.index(kind)
+    row = outputs(95.0)
+    row[k] = 6.0
+    st = [stats(thumb_seed=i, **EXPOSURE[kind]) for i in range(50)]
+    score, cat, defects = aggregate(frames_in_one_run([row] * 50, st), one_run_plan(50, 2.0), 2.0)
+    assert score == 95.0 and [d.type for d in defects] == [kind]
+    assert cat == "poor"
+
+
+def test_a_clip_frozen_from_start_to_end_is_at_most_poor():
+    still = np.full((THUMB[1], THUMB[0]), 90, np.uint8)
+    st = [stats(thumb=still) for _ in range(50)]
+    score, cat, defects = aggregate(frames_in_one_run([outputs(95.0)] * 50, st), one_run_plan(50, 2.0), 2.0)
+    assert [d.type for d in defects] == ["frozen"] and cat == "poor"
+
+
+def test_a_clip_black_throughout_is_bad():
+    st = [stats(**BLACK) for _ in range(50)]
+    score, cat, defects = aggregate(frames_in_one_run([outputs(95.0)] * 50, st), one_run_plan(50, 2.0), 2.0)
+    assert score == 0.0 and [d.type for d in defects] == ["black"] and cat == "bad"
+
+
+def test_picture_defects_do_not_cap_the_category_twice():
+    # Blur over the whole clip: the score already says how much it costs (here 85: excellent).
+    row = outputs(85.0)
+    row[1 + MODEL_DEFECTS.index("blur")] = 6.0
+    st = [stats(thumb_seed=i) for i in range(50)]
+    score, cat, defects = aggregate(frames_in_one_run([row] * 50, st), one_run_plan(50, 2.0), 2.0)
+    assert [d.type for d in defects] == ["blur"] and cat == "excellent"
+
+
+def test_segments_of_one_type_less_than_a_second_apart_merge():
+    # The clip: low resolution 0.0-2.8 s and 2.9-5.0 s is one stretch to a reader.
+    d = [Defect("low_resolution", 0.8, 0.0, 2.8), Defect("low_resolution", 0.6, 2.9, 5.0),
+         Defect("low_resolution", 0.7, 6.5, 7.0), Defect("blur", 0.9, 2.85, 2.88)]
+    out = _tidy(d, 0.04, MERGE_GAP_S)
+    assert [(x.start_s, x.end_s) for x in of_type(out, "low_resolution")] == [(0.0, 5.0), (6.5, 7.0)]
+    assert len(of_type(out, "blur")) == 1
+
+
+def test_flickering_flags_on_every_frame_give_one_segment():
+    # --frames all: a head that flickers around its threshold, frame by frame, for 9.6 s.
+    n = 240
+    rows = []
+    for i in range(n):
+        row = outputs(60.0)
+        row[1 + MODEL_DEFECTS.index("low_resolution")] = 6.0 if (i % 5) in (0, 1, 3) else -6.0
+        rows.append(row)
+    st = [stats(thumb_seed=i) for i in range(n)]
+    _, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(n, 9.6), 9.6)
+    assert [d.type for d in defects] == ["low_resolution"]
 
 
 def test_coverage_counts_overlaps_once():

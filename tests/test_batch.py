@@ -1,4 +1,4 @@
-"""The shared-memory batch ring (vqa.batch) and a worker's slot accounting (vqa.workers._Link):
+"""The shared-memory batch ring (vqa.batch) and a worker's slot accounting (vqa.engine.worker._Link):
 round trips, back-pressure and unlinking."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from engine_helpers import SHM_DIR, fill_slots, pattern, wait_until
 
-from vqa import workers
+from vqa.engine import worker as workers
 from vqa.batch import VIEW_SHAPE, BatchRing, RingWriter
 
 

@@ -111,7 +111,7 @@ def test_engine_row_uses_the_settings_of_vqa_score(tiny_clip, spec):
 
     out = bench.pipeline_study(tiny_clip, spec, frames="default", infer_batch_size=4, naive=False)
     with Scorer(workers=0) as scorer:
-        assert out["detail"]["engine"]["batch_size"] == scorer.batch_size
+        assert out["detail"]["engine"]["batch_size"] == scorer.resolved.batch_size
         assert out["detail"]["engine"]["mode"] == scorer.config["mode"]
 
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from fakes import FakeScorer, touch
 
 from vqa import cli
+from vqa.config import ScoreOptions
 from vqa.errors import ModelError, UsageError
 from vqa.inputs import expand_inputs, walk_videos
-from vqa.types import VideoScore
 
 
 def run(*args, **kwargs):
@@ -61,7 +61,9 @@ def test_bad_options_exit_2(fake, args):
 
 
 def test_frames_parsing():
-    t = cli.FramesType()
+    from vqa.cli.common import Parsed
+    from vqa.config import _parse_frames
+    t = Parsed("frames", _parse_frames)
     assert t.convert("ALL", None, None) == "all"
     assert t.convert("default", None, None) == "default"
     assert t.convert(" 32 ", None, None) == 32
@@ -70,9 +72,9 @@ def test_frames_parsing():
 @pytest.mark.parametrize("error", [UsageError("batch too big"), ModelError("model.xml missing"),
                                    ModelError("gone", code="E_MODEL_MISSING")])
 def test_construction_error_is_one_clean_line(monkeypatch, tmp_path, error):
-    def boom(**_):
+    def boom(*_, **__):
         raise error
-    monkeypatch.setattr(cli, "_make_scorer", boom)
+    monkeypatch.setattr(cli.score, "_make_scorer", boom)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     result = run("score", str(touch(tmp_path / "a.mp4")))
     assert result.exit_code == 2
@@ -83,11 +85,11 @@ def test_construction_error_is_one_clean_line(monkeypatch, tmp_path, error):
     assert result.exception is error
 
 
-def test_no_videos_in_folder_is_usage_error(fake, tmp_path):
-    touch(tmp_path / "notes.txt")
+def test_no_videos_in_folder_is_a_job_with_nothing_to_do(fake, tmp_path):
+    touch(tmp_path / "notes.txt")  # issue 17: an empty upload folder is no mistake (exit 0)
     result = run("score", str(tmp_path))
-    assert result.exit_code == 2
-    assert "no video files found" in result.stderr
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "no video files found" in result.stderr and "vqa: 0 videos" in result.stderr
 
 
 def test_internal_error_mid_run_exit_3(monkeypatch, tmp_path):
@@ -98,7 +100,7 @@ def test_internal_error_mid_run_exit_3(monkeypatch, tmp_path):
                 future = Future()
                 future.set_exception(RuntimeError("worker died"))
             return future
-    monkeypatch.setattr(cli, "_make_scorer", Broken)
+    monkeypatch.setattr(cli.score, "_make_scorer", Broken)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     a, b = touch(tmp_path / "a.mp4"), touch(tmp_path / "b.mp4")
     result = run("score", "--format", "json", str(a), str(b))
@@ -116,9 +118,9 @@ def test_all_ok_exit_0_and_options_passed(fake, tmp_path):
     assert result.exit_code == 0, result.output
     assert [r["path"] for r in jsonl(result.stdout)] == [str(clip)]  # jsonl when not a TTY
     (scorer,) = fake.instances
-    assert scorer.options == {"backend": "pytorch", "decoder": "opencv", "frames": 24,
-                              "batch_size": 8, "model_dir": str(tmp_path), "threads": None,
-                              "precision": "fp32", "mode": "throughput", "workers": None}
+    assert scorer.options == ScoreOptions(backend="pytorch", decoder="opencv", frames=24, batch_size=8,
+                                          model_dir=str(tmp_path))
+    assert scorer.engine == {}
     assert scorer.closed
 
 
@@ -131,7 +133,8 @@ def test_limits_passed_to_the_scorer(fake, tmp_path, args, limits):
     clip = touch(tmp_path / "clip.mp4")
     assert run("score", str(clip), *args).exit_code == 0
     (scorer,) = fake.instances
-    assert {k: v for k, v in scorer.options.items() if k in ("timeout_s", "worker_memory_mb")} == limits
+    given = {k: getattr(scorer.options, k) for k in ("timeout_s", "worker_memory_mb")}
+    assert given == {"timeout_s": "auto", "worker_memory_mb": "auto", **limits}
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan"])

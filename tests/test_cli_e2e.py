@@ -8,7 +8,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from vqa.cli import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, cli
+from vqa.cli import cli
+from vqa.cli.common import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
 from vqa.report import CSV_COLUMNS
 
 pytestmark = pytest.mark.slow

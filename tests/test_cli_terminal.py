@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-
-from vqa.jobstore import default_db_path
+from engine_helpers import stored, wait_until
+from terminal import on_a_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -32,28 +29,8 @@ def command(folder, out) -> list[str]:
 
 
 def test_progress_bar_on_a_terminal_summary_only_in_a_log(folder, tmp_path):
-    primary, secondary = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100"}
-    proc = subprocess.Popen(command(folder, tmp_path / "a.jsonl"), stdout=subprocess.DEVNULL,
-                            stderr=secondary, env=env)
-    os.close(secondary)
-    seen, deadline = b"", time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if not select.select([primary], [], [], 1.0)[0]:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    proc.wait(timeout=10)
-    os.close(primary)
-    text = seen.decode(errors="replace")
-    assert proc.returncode == 0, text
+    returncode, text = on_a_terminal(command(folder, tmp_path / "a.jsonl"), env={**os.environ, "COLUMNS": "100"})
+    assert returncode == 0, text
     assert "8/8" in text and "video/s" in text  # tqdm's count and rate
     assert "vqa: 8 videos: 8 ok" in text
 
@@ -66,14 +43,15 @@ def test_progress_bar_on_a_terminal_summary_only_in_a_log(folder, tmp_path):
 def test_sigterm_stops_cleanly_and_the_rerun_finishes(folder, tmp_path):
     out = tmp_path / "results.jsonl"
     proc = subprocess.Popen(command(folder, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(default_db_path(str(out))) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    # Interrupted once the first record is stored: the others are still to come.
+    assert wait_until(lambda: stored(out) or proc.poll() is not None, 120, poll_s=0.02)
+    done_before = len(stored(out))
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 128 + signal.SIGTERM), err.decode()  # 0: it had just finished
+    assert 1 <= done_before < 8, done_before
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()
     assert b"Traceback" not in err
+    assert len(stored(out)) < 8  # the re-run has work left to do
     again = subprocess.run(command(folder, out), capture_output=True, timeout=120)
     assert again.returncode == 0, again.stderr.decode()
     names = [os.path.basename(json.loads(line)["path"]) for line in out.read_text().splitlines()]

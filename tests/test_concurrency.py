@@ -91,6 +91,9 @@ def test_ascore_from_asyncio(shared, tiny_clips, sequential):
 def test_a_cancelled_future_leaves_the_scorer_working(shared, tiny_clips, sequential):
     futures = [shared.submit(p) for p in tiny_clips]
     cancelled = [f for f in futures[2:] if f.cancel()]
+    # A future stays pending until its record is ready: the last one, cancelled microseconds
+    # after it was submitted, cannot have a record yet.
+    assert futures[-1] in cancelled and futures[-1].cancelled()
     for f in futures[:2]:
         assert f.result(DEADLINE_S).to_dict() == sequential[f.result().path]
     for f in cancelled:
@@ -128,8 +131,8 @@ def test_vqa_score_reuses_a_process_wide_scorer(tiny_clips, monkeypatch):
     real = vqa.pipeline.Scorer
 
     class Counting(real):
-        def __init__(self, **options):
-            super().__init__(**options)
+        def __init__(self, *args, **options):
+            super().__init__(*args, **options)
             made.append(self)
 
     monkeypatch.setattr(vqa.pipeline, "Scorer", Counting)
@@ -170,7 +173,6 @@ def test_usable_cores_follow_the_cgroup_quota(tmp_path):
 def test_the_scorer_takes_the_budget(monkeypatch):
     """Before, workers came from os.cpu_count() and OpenVINO's threads were not set: on 2
     cores, 2 workers and 2 inference threads."""
-    monkeypatch.setattr("vqa.pipeline.plan_threads", lambda **kw: plan_threads(cores=2, **kw))
     seen = {}
     real = vqa.pipeline.open_inferencer
 
@@ -179,7 +181,7 @@ def test_the_scorer_takes_the_budget(monkeypatch):
         return real(spec, **kw)
 
     monkeypatch.setattr(vqa.pipeline, "open_inferencer", spy)
-    with Scorer(frames=8) as scorer:
+    with Scorer(frames=8, cores=2) as scorer:
         assert (scorer.workers, scorer.threads) == (1, 1)
         assert seen["threads"] == 1
         assert len(scorer._pool.pids) == 1
@@ -189,7 +191,8 @@ def test_splitting_never_depends_on_the_traffic(shared, tmp_path, monkeypatch):
     """Whether a video is spread over the workers depends on the call, never on what else is
     queued (it did: a video admitted while the queue was short was split, and a split can
     change a damaged stream's warnings)."""
-    from vqa.workers import DecodeTask, WorkerPool
+    from vqa.engine.messages import DecodeTask
+    from vqa.engine.processes import WorkerPool
 
     clips = []
     for k in range(6):  # a keyframe every 4 frames, so a plan of 2 runs can be cut in two

@@ -3,7 +3,6 @@ input order, and shared memory that is always unlinked (normal end, Ctrl-C, kill
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -13,18 +12,19 @@ from pathlib import Path
 
 import pytest
 from clips import textured_frames, write_clip
-from conftest import dead_leaves_frames, frozen_middle
-from engine_helpers import (STARTED, alive, children, mapped_segments, psm_segments, wait_until)
+from scenes import dead_leaves_frames, frozen_middle
+from engine_helpers import (STARTED, alive, assert_no_segment_left, children, decode_workers,
+                            mapped_segments, psm_segments, run_with_deadline, wait_until)
 
 from vqa import Scorer
 from vqa.sample import plan_frames, split_plan
 from vqa.types import Run, SamplePlan, VideoInfo
 from vqa.decode import open_video
-from vqa.workers import DecodeTask, WorkerPool
+from vqa.engine.messages import DecodeTask
+from vqa.engine.processes import WorkerPool
 
 HERE = Path(__file__).resolve().parent
 HELPER = HERE / "engine_helpers.py"
-JOB_DEADLINE_S = 30  # a job that takes longer than this is hung, not slow
 
 
 # --- split_plan: pure planning, no video -----------------------------------------------------
@@ -154,35 +154,6 @@ def reference(engine_clips):
     return get
 
 
-def run_with_deadline(scorer: Scorer, paths: list[str], deadline_s: float = JOB_DEADLINE_S) -> list:
-    """list(scorer.score_many(paths)) in a thread; fails (and unwedges the job) if it hangs."""
-    out: list = []
-    errors: list[BaseException] = []
-
-    def work():
-        try:
-            out.extend(scorer.score_many(paths))
-        except BaseException as e:  # noqa: BLE001 - reported in the test's thread
-            errors.append(e)
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(deadline_s)
-    if thread.is_alive():
-        pool = scorer._pool  # a hung job polls its pool forever: make the next poll raise
-
-        def abort(*_):
-            raise TimeoutError("test deadline")
-
-        if pool is not None:
-            pool.get = abort
-        thread.join(10)
-        pytest.fail(f"score_many did not finish within {deadline_s} s ({len(out)} of {len(paths)} records)")
-    if errors:
-        raise errors[0]
-    return out
-
-
 class SubmitSpy:
     """Records the decode tasks the parent hands to the pool."""
 
@@ -198,14 +169,6 @@ class SubmitSpy:
 
     def decode_tasks(self, path: str) -> list[DecodeTask]:
         return [t for t in self.tasks if isinstance(t, DecodeTask) and t.path == path]
-
-
-def decode_workers(scorer=None) -> list:
-    """Live decode worker processes: the given scorer's, else every one this process started
-    (session-scoped scorers of other test files may hold workers of their own)."""
-    if scorer is not None:
-        return [w.process for w in scorer._pool._workers if w.process.is_alive()] if scorer._pool else []
-    return [p for p in mp.active_children() if p.name == "vqa-decode"]
 
 
 # --- results do not depend on workers or batch size ------------------------------------------
@@ -274,28 +237,6 @@ def test_error_codes_do_not_depend_on_workers(engine_clips):
 
 # --- shared memory and worker processes are always cleaned up --------------------------------
 
-def segments_mapped_by_others(ours: set[int]) -> set[str]:
-    """psm_* segments some live process outside ``ours`` has mapped (other test runs)."""
-    names: set[str] = set()
-    for proc in Path("/proc").glob("[0-9]*"):
-        pid = int(proc.name)
-        if pid not in ours:
-            names |= mapped_segments(pid)
-    return names
-
-
-def assert_no_segment_left(before: set[str], ours: set[str], pids: set[int], wait_s: float = 5.0) -> None:
-    """Neither the segments seen in use (``ours``) nor any new unowned psm_* segment remains."""
-    def clean():
-        left = psm_segments()
-        return not (left & ours) and not (left - before - segments_mapped_by_others(pids))
-
-    if not wait_until(clean, wait_s, poll_s=0.2):
-        left = psm_segments()
-        pytest.fail(f"shared memory left in /dev/shm: ours {sorted(left & ours)}, "
-                    f"new {sorted(left - before - segments_mapped_by_others(pids))}")
-
-
 @pytest.mark.slow
 def test_no_segment_left_after_a_normal_run(engine_clips):
     before = psm_segments()
@@ -346,6 +287,21 @@ def clip_20s(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def into_a_job(clip_20s, tmp_path_factory):
+    """Starts the child on a 1 s clip and the 20 s one; returns once the first record is out,
+    so the child is scoring the long clip: an event the child emits, not a guess at time."""
+    short = tmp_path_factory.mktemp("engine1") / "short1.mp4"
+    write_clip(short, textured_frames(25, 180, 320, motion_px=1), fps=25, options={"crf": "23", "g": "25"})
+
+    def start() -> subprocess.Popen:
+        child = start_child([str(short), clip_20s])
+        line = child.stdout.readline()
+        assert line.startswith("RECORD ok"), line
+        return child
+    return start
+
+
 def is_tracker(pid: int) -> bool:
     try:
         return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -367,12 +323,11 @@ def kill_leftovers(pids) -> None:
 
 
 @pytest.mark.slow
-def test_no_segment_left_after_ctrl_c(clip_20s):
+def test_no_segment_left_after_ctrl_c(into_a_job):
     before = psm_segments()
-    child = start_child([clip_20s])
+    child = into_a_job()
     ours = mapped_segments(child.pid)
     family = {child.pid, *children(child.pid)}
-    wait_until(lambda: False, 1.0)  # let it get well into the job
     os.killpg(child.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     try:
         _, err = child.communicate(timeout=20)
@@ -390,12 +345,11 @@ def test_no_segment_left_after_ctrl_c(clip_20s):
 
 
 @pytest.mark.slow
-def test_parent_killed_workers_exit_and_segment_goes(clip_20s):
+def test_parent_killed_workers_exit_and_segment_goes(into_a_job):
     before = psm_segments()
-    child = start_child([clip_20s])
+    child = into_a_job()
     ours = mapped_segments(child.pid)
     family = set(children(child.pid))  # the resource tracker and the two decode workers
-    wait_until(lambda: False, 1.0)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     try:
@@ -411,6 +365,15 @@ def test_parent_killed_workers_exit_and_segment_goes(clip_20s):
         child.stderr.close()
 
 
+def _scored_frames(scorer) -> bool:
+    """Whether a video in the dispatcher's hands has frames back from inference (read from
+    another thread: a dict that changes size meanwhile just means "not yet")."""
+    try:
+        return any(v.frames for v in list(scorer._engine._active.values()))
+    except RuntimeError:
+        return False
+
+
 @pytest.mark.slow
 def test_worker_killed_mid_job(engine_clips):
     before = psm_segments()
@@ -422,8 +385,8 @@ def test_worker_killed_mid_job(engine_clips):
 
         def kill_one():
             try:
-                if wait_until(lambda: len(decode_workers(scorer)) == 2 and scorer._ring is not None, 30):
-                    wait_until(lambda: False, 0.7)  # into the job
+                # Into the job: a video of this scorer has frames back from inference.
+                if wait_until(lambda: len(decode_workers(scorer)) == 2 and _scored_frames(scorer), 30, poll_s=0.01):
                     ours.update(mapped_segments(os.getpid()))
                     victim = decode_workers(scorer)[0].pid
                     os.kill(victim, signal.SIGKILL)
@@ -458,7 +421,8 @@ def test_idle_workers_killed_between_jobs(engine_clips):
         ours = mapped_segments(os.getpid())
         victims = decode_workers(scorer)
         assert len(victims) == 2
-        wait_until(lambda: False, 0.3)  # both wait for a task now
+        # Both wait for a task now: ready, and running none.
+        assert wait_until(lambda: all(w.ready and w.task_id is None for w in scorer._pool._workers), 10)
         for p in victims:
             os.kill(p.pid, signal.SIGKILL)
         records = run_with_deadline(scorer, clip_list(engine_clips), deadline_s=12)

@@ -14,14 +14,15 @@ from pathlib import Path
 import av
 import pytest
 from clips import textured_frames, write_clip
-from engine_helpers import alive, mapped_segments, psm_segments, wait_until
-from test_engine import assert_no_segment_left, decode_workers, run_with_deadline
+from engine_helpers import (alive, assert_no_segment_left, decode_workers, mapped_segments, psm_segments,
+                            run_with_deadline, wait_until)
 
 from vqa import Scorer, UsageError
 from vqa.limits import AUTO_TIMEOUT_MAX_S, AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb
 from vqa.sample import plan_frames
 from vqa.types import VideoInfo
-from vqa.workers import Batch, TimedOut, WorkerPool, _descendants
+from vqa.engine.messages import Batch, TimedOut
+from vqa.engine.processes import WorkerPool, _descendants
 
 DEADLINE_S = 20  # each job here takes a few seconds; longer is a hang
 
@@ -210,7 +211,7 @@ def test_allocation_beyond_the_limit_is_an_error_record(clips, monkeypatch):
     alone): an error record for each video, in order, no hang, and the pool still there.
     Such a limit is refused when the Scorer is built (test_too_low_worker_memory_is_one_error);
     the check is switched off here to reach the per-video path."""
-    monkeypatch.setattr("vqa.workers.WORKER_HEADROOM_MB", -(1 << 20))
+    monkeypatch.setattr("vqa.engine.processes.WORKER_HEADROOM_MB", -(1 << 20))
     paths = [clips["long"], clips["quick1"]]
     with Scorer(workers=1, frames="all", threads=2, worker_memory_mb=256) as scorer:
         records = run_with_deadline(scorer, paths, DEADLINE_S)
@@ -271,7 +272,7 @@ def test_the_clock_stops_while_the_parent_holds_every_slot(clips):
 
     from vqa.batch import BatchRing
     from vqa.decode import open_video
-    from vqa.workers import DecodeTask
+    from vqa.engine.messages import DecodeTask
 
     with open_video(clips["long"]) as reader:
         plan = plan_frames(reader.info, "all")

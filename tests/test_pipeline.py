@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clips import write_audio_clip
-from conftest import FPS, SCENE_FRAMES
+from scenes import FPS, SCENE_FRAMES
 
 from vqa.decode import open_video
 from vqa.sample import plan_frames

@@ -15,17 +15,19 @@ import sys
 import time
 
 import pytest
+from required import optional_module
 from engine_helpers import stored
 from click.testing import CliRunner
 from clips import textured_frames, write_clip
 from hostile import CASES
 
+import vqa
 import vqa.cli
 from vqa.errors import BackendUnavailable
 from vqa.inputs import expand_inputs
 from vqa.job import run_job
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(vqa.cli.__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(vqa.__file__)))
 HOSTILE = ("zero_bytes", "random_bytes", "truncated_with_index", "audio_only", "huge_resolution",
            "rotated", "fifo", "symlink_loop", "non_utf8_name")
 
@@ -45,7 +47,7 @@ def test_ray_absent_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path):
 
 
 def test_ray_is_not_imported_unless_asked_for():
-    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.ray_engine; "
+    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.engine.ray; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=REPO))
 
@@ -53,7 +55,7 @@ def test_ray_is_not_imported_unless_asked_for():
 def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
     from types import SimpleNamespace
 
-    from vqa.ray_engine import RayScorer
+    from vqa.engine.ray import RayScorer
     from vqa.types import VideoScore
 
     here = tmp_path / "a.mp4"
@@ -69,7 +71,7 @@ def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray = pytest.importorskip("ray")
+    ray = optional_module("ray", "the [ray] extra")
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -100,7 +102,7 @@ def job(scorer, root, on_outcome=lambda n: None):
 
 
 def ray_scorer(**options):
-    from vqa.ray_engine import RayScorer
+    from vqa.engine.ray import RayScorer
     return RayScorer(**options)
 
 
@@ -196,3 +198,20 @@ def test_driver_killed_then_rerun_every_video_once(cluster, folder, tmp_path):
     after = stored(out)
     assert len(after) == 12 and all(after[p] == t for p, t in before.items())  # none scored twice
     assert f"{len(before)} from the job store" in done.stderr.decode()
+
+
+@pytest.mark.slow
+def test_a_ray_run_prints_only_its_summary_and_a_rate_over_the_whole_command(folder, tmp_path):
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VQA_DEBUG")}
+    env["PYTHONPATH"] = REPO
+    clip = str(folder / "clip00.mp4")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "vqa.cli", "score", clip, "--engine", "ray", "--workers", "1"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    wall_s = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vqa: 1 video: 1 ok"), proc.stderr  # no Ray warnings
+    seconds = float(lines[0].split(" processed in ")[1].split(" s")[0])
+    assert seconds >= 0.5 * wall_s  # the command's time, Ray's start-up included

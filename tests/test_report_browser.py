@@ -13,12 +13,12 @@ import pytest
 from browser import ARTIFACTS, open_page, parse
 from click.testing import CliRunner
 from hostile import CASES as HOSTILE
-from hostile2 import CASES as HOSTILE2
+from hostile_streams import CASES as HOSTILE2
 from synthetic_records import HOSTILE_NAME, synthetic_records
 
 from vqa import Scorer, cli
 from vqa.report import dumps
-from vqa.report_html import build_report, write_report
+from vqa.report_html import write_report
 from vqa.report_html._data import display
 from vqa.report_html._thumbs import Request, Shot, make_thumbnails
 
@@ -49,7 +49,7 @@ def _check_page(page, records):
 
 @pytest.fixture(scope="module")
 def hostile_results(tmp_path_factory):
-    """Every hostile fixture (tests/hostile.py, tests/hostile2.py) and a good clip with a
+    """Every hostile fixture (tests/hostile.py, tests/hostile_streams.py) and a good clip with a
     hostile name, scored with timelines, as a JSON Lines file."""
     root = tmp_path_factory.mktemp("hostile-report")
     paths = []
@@ -193,7 +193,7 @@ def test_thumbnail_progress_bar_on_a_terminal(tmp_path, monkeypatch):
     import io
     import sys
 
-    from vqa.cli_report import write_html
+    from vqa.cli.report import write_html
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -11,10 +11,11 @@ import re
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from synthetic_records import HOSTILE_NAME, synthetic_records
+from synthetic_records import synthetic_records
 
 from vqa import cli
-from vqa.aggregate import BLACK_LUMA_MEAN, FrameResult, timeline
+from vqa.aggregate import FrameResult, timeline
+from vqa.model import load_model_spec
 from vqa.errors import UsageError
 from vqa.jobstore import config_key
 from vqa.preprocess import FrameStats
@@ -30,13 +31,16 @@ def _frame(t: float, score: float, *, luma: float = 100.0, thumb: int = 0, logit
     return FrameResult(0, t, np.array([score] + [logit] * len(MODEL_DEFECTS), np.float32), stats)
 
 
+DECISION = load_model_spec().decision
+
+
 # --- the record's timeline (vqa.aggregate.timeline) -------------------------------------------
 
 def test_timeline_has_one_point_per_frame_with_probabilities_and_flags():
     frames = [_frame(0.04 * k, 50.0 + k, thumb=7 if 2 <= k <= 5 else k * 20) for k in range(8)]
-    frames[7] = _frame(0.28, 10.0, luma=BLACK_LUMA_MEAN / 2)
+    frames[7] = _frame(0.28, 10.0, luma=DECISION.black_luma_mean / 2)
     plan = SamplePlan("all", (Run(0.0, 0, 0.0, 0.32),), None)
-    points = timeline(frames, plan)
+    points = timeline(frames, plan, DECISION)
     assert [p["t_s"] for p in points] == [round(0.04 * k, 3) for k in range(8)]
     assert points[0]["score"] == 50.0 and set(MODEL_DEFECTS) <= set(points[0])
     assert points[0]["blur"] == pytest.approx(1 / (1 + np.exp(5)), abs=1e-3)
@@ -208,7 +212,7 @@ def test_score_with_report_asks_for_timelines_and_writes_the_page(fake, tmp_path
     result = CliRunner().invoke(cli.cli, ["score", str(tmp_path), "-o", str(tmp_path / "r.jsonl"), "--report",
                                           str(out), "--thumbnails", "0"])
     assert result.exit_code == 1, result.output
-    assert fake.instances[0].options["timeline"] is True
+    assert fake.instances[0].options.timeline is True
     assert out.exists() and "E_NOT_VIDEO" in out.read_text()
 
 

@@ -1,25 +1,34 @@
 """Shared-memory batches: a bounded ring of slots that decode workers fill with fragment views.
 
 One ``SharedMemory`` segment holds ``slots`` slots of ``batch_size`` views each. Each worker
-owns a few slots (vqa.workers): it writes views straight into a free one, and sends only the
+owns a few slots (vqa.engine.worker): it writes views straight into a free one, and sends only the
 slot id and the per-frame metadata through its pipe. The consumer reads the slot as a numpy
 view, without a copy or a pickle, and hands the slot back once inference is done with it. A
 worker with no free slot waits: that is the back-pressure.
 
+The segment's pages are reserved when it is made (``posix_fallocate``): a ``/dev/shm`` too full
+to hold it is the run's error then (``ResourceError``), not a bus error in a worker later, which
+would fail every video in turn as a crash of its own.
+
 The parent process creates the segment and is the only one that unlinks it (``close``). If
 the parent itself is killed, multiprocessing's resource tracker unlinks it when the last
-process holding it exits; workers exit when their parent is gone (vqa.workers).
+process holding it exits; workers exit when their parent is gone (vqa.engine.worker).
 """
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 
 import numpy as np
 
+from .errors import ResourceError
 from .preprocess import VIEW
 
-VIEW_SHAPE = (VIEW, VIEW, 3)
+SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
+
+VIEW_SHAPE = (VIEW, VIEW, 3)  # the training geometry's view; a ring is made for its model's (view=)
 
 
 @dataclass(frozen=True)
@@ -29,19 +38,30 @@ class RingSpec:
     name: str
     slots: int
     batch_size: int
+    view: int = VIEW  # the model's view side (vqa.preprocess.Geometry.view)
 
     @property
     def slot_shape(self) -> tuple[int, ...]:
-        return (self.batch_size, *VIEW_SHAPE)
+        return (self.batch_size, self.view, self.view, 3)
 
 
 class BatchRing:
     """The consumer's side: owns the segment and the free-slot queue."""
 
-    def __init__(self, *, slots: int, batch_size: int):
-        size = slots * batch_size * int(np.prod(VIEW_SHAPE))
-        self._shm = shared_memory.SharedMemory(create=True, size=size)
-        self.spec = RingSpec(self._shm.name, slots, batch_size)
+    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW):
+        size = slots * batch_size * view * view * 3
+        try:
+            self._shm = shared_memory.SharedMemory(create=True, size=size)
+        except OSError as e:
+            raise ResourceError(shm_shortage(size, e)) from None
+        try:
+            _reserve(self._shm, size)
+        except BaseException:
+            self._shm.close()
+            self._shm.unlink()
+            raise
+        self.spec = RingSpec(self._shm.name, slots, batch_size, view)
+        self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
     def views(self, slot: int, count: int) -> np.ndarray:
@@ -52,6 +72,9 @@ class BatchRing:
             return
         self._array = None  # drop the exported buffer before closing the mapping
         self._shm.close()
+        if os.getpid() != self._pid:
+            self._shm = None
+            return
         try:
             self._shm.unlink()
         except FileNotFoundError:
@@ -63,6 +86,40 @@ class BatchRing:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def shm_shortage(size: int, exc: OSError | None = None) -> str:
+    """The run's error when the ring does not fit: what it needs, and what /dev/shm has."""
+    try:
+        st = os.statvfs(SHM_DIR)
+        free_mib, size_mib = st.f_bavail * st.f_frsize / 2**20, st.f_blocks * st.f_frsize / 2**20
+        have = f"{SHM_DIR} has {free_mib:.0f} MiB free of {size_mib:.0f} MiB"
+    except OSError:
+        have = f"{SHM_DIR} cannot be read"
+    why = f" ({exc.strerror})" if exc is not None and exc.strerror else ""
+    return (f"the decode workers' shared memory ({size / 2**20:.0f} MiB) does not fit in {SHM_DIR}{why}: {have}; "
+            "free space there or make it larger (docker run --shm-size=1g), or use fewer --workers or a "
+            "smaller --batch-size (--workers 0 needs none)")
+
+
+def _reserve(shm: shared_memory.SharedMemory, size: int) -> None:
+    """Reserve every page of the segment now: a full /dev/shm is a ResourceError here, not a
+    SIGBUS in the worker that first writes the page."""
+    fd = getattr(shm, "_fd", -1)  # CPython's descriptor of the segment (POSIX)
+    try:
+        if fd < 0:
+            raise OSError(errno.EOPNOTSUPP, "no descriptor")
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            raise ResourceError(shm_shortage(size, e)) from None
+        # The file system cannot reserve (not Linux's tmpfs): at least there must be room now.
+        try:
+            st = os.statvfs(SHM_DIR)
+        except OSError:
+            return
+        if st.f_bavail * st.f_frsize < size:
+            raise ResourceError(shm_shortage(size)) from None
 
 
 class RingWriter:

@@ -21,6 +21,9 @@ Two studies, each returning a plain JSON-able dict:
 Single measurements on a shared machine are noisy: the load average is recorded before and
 after each study, and the numbers are for comparing side by side, not as absolutes.
 Torch is imported only when a pytorch backend is measured (the naive baseline uses it).
+
+Over 400 lines because the two studies share their clip views, timing loop and report tables;
+vqa.bench_engine holds the engine studies apart.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from .errors import BackendUnavailable, ModelError, UsageError
 from .infer import BACKENDS, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
+from .words import counted
 from .sample import plan_frames
 from .threads import usable_cores
 
@@ -122,7 +126,8 @@ def time_infer(inferencer, views: np.ndarray, batch_size: int, *, seconds: float
 def _open(spec: ModelSpec, backend: str, precision: str, threads: int | None):
     """An inferencer, or the reason this backend/precision cannot run here (skipped, not failed)."""
     try:
-        return open_inferencer(spec, backend=backend, precision=precision, threads=threads), None
+        # latency: the batch study times each call alone
+        return open_inferencer(spec, backend=backend, precision=precision, threads=threads, mode="latency"), None
     except BackendUnavailable as e:
         return None, e.message
     except ModelError as e:
@@ -243,7 +248,8 @@ def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[fl
         start = time.perf_counter()
         record = scorer.score(path)
         seconds = time.perf_counter() - start
-        workers, threads, mode, batch = scorer.workers, scorer.threads, scorer.config["mode"], scorer.batch_size
+        workers, threads, mode = scorer.workers, scorer.threads, scorer.config["mode"]
+        batch = scorer.resolved.batch_size
     if not record.ok:
         raise UsageError(f"the engine could not score {path!r}: {record.error}")
     return seconds, {"workers": workers, "inference_threads": threads, "backend": "openvino", "precision": "fp32",
@@ -292,7 +298,7 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
     detail["decode_floor"] = {"decoder": "pyav", "threads": cores, "thread_type": "AUTO", "frames": n}
 
     views = clip_views(path, min(VIEW_POOL, max(n, 1)))
-    with open_inferencer(spec, backend="openvino", precision="fp32") as ov:
+    with open_inferencer(spec, backend="openvino", precision="fp32", mode="latency") as ov:
         if infer_batch_size is None:
             sweep = [time_infer(ov, views, b, seconds=sweep_seconds) for b in DEFAULT_BATCH_SIZES]
             infer_batch_size = max(sweep, key=lambda r: r["views_per_s"])["batch_size"]
@@ -402,7 +408,8 @@ def format_report(result: dict) -> str:
     """Readable, column-aligned tables of ``run_benchmark``'s result."""
     m = result.get("machine", {})
     lines = [f"vqa bench {result.get('clip', '')}",
-             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
+             f"cores {m.get('cpu_count')} ({m.get('usable_cores')} usable), "
+             f"load average {m.get('load_avg_start')} -> {m.get('load_avg_end')}",
              f"note: {NOISE_NOTE}"]
     if "batch" in result:
         b = result["batch"]
@@ -423,9 +430,9 @@ def format_report(result: dict) -> str:
                       f"{c['frame_count']} frames at {c['fps']:g} fps); each measured once"]
         what = {
             "naive": lambda x: "cv2.VideoCapture + fragments + pytorch batch 1, one process",
-            "engine": lambda x: (f"vqa.Scorer as `vqa score` runs it: {x['workers']} workers, openvino "
-                                 f"{x['inference_threads']} threads, batch {x['batch_size']}"),
-            "decode_floor": lambda x: f"pyav, {x['threads']} FFmpeg threads, to RGB only",
+            "engine": lambda x: (f"vqa.Scorer as `vqa score` runs it: {counted(x['workers'], 'worker')}, openvino "
+                                 f"{counted(x['inference_threads'], 'thread')}, batch {x['batch_size']}"),
+            "decode_floor": lambda x: f"pyav, {counted(x['threads'], 'FFmpeg thread')}, to RGB only",
             "infer_floor": lambda x: f"openvino fp32 batch {x['batch_size']}, views in memory",
         }
         rows = []
@@ -467,7 +474,8 @@ def _engine_report(result: dict) -> list[str]:
                      f"`vqa score CLIP --quiet` took {s['cli_wall_s']:.2f} s in all")
     if "concurrency" in result:
         c = result["concurrency"]
-        lines += ["", f"Threads sharing one Scorer ({c['videos']} videos, {c['workers']} workers): one score_many "
+        sharing = f"{counted(c['videos'], 'video')}, {counted(c['workers'], 'worker')}"
+        lines += ["", f"Threads sharing one Scorer ({sharing}): one score_many "
                       f"{c['score_many_s']:.2f} s, {c['threads']} threads calling score() {c['threads_s']:.2f} s: "
                       f"{c['threads_over_score_many']:.2f}x its throughput (target {c['target']}); "
                       f"records identical: {c['records_identical']}"]

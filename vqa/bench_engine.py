@@ -35,14 +35,14 @@ if __name__ == "__main__":
     t = time.perf_counter(); inf = open_inferencer(spec, threads=1, mode="throughput")
     out["compile_s"] = time.perf_counter() - t
     inf.close()
-    from vqa.dispatch import EngineOptions, start_workers
-    from vqa.threads import plan_threads
-    b = plan_threads()
+    from vqa.config import ScoreOptions
+    from vqa.engine.pool import start_workers
+    o = ScoreOptions().resolve()  # what `vqa score` runs with by default
     t = time.perf_counter()
-    pool, ring = start_workers(EngineOptions("pyav", "default", 4, b.workers, 1, "auto", 4096))
+    pool, ring = start_workers(o, spec)
     pool.wait_ready()
     out["spawn_s"] = time.perf_counter() - t
-    out["workers"] = b.workers
+    out["workers"] = o.workers
     pool.close(); ring.close()
     print(json.dumps(out))
 """
@@ -160,7 +160,7 @@ def streaming_study(n: int = 1_000_000, *, model_dir: str | os.PathLike | None =
     samples, first = [], None
     with Scorer(model_dir=model_dir) as scorer:
         start = time.perf_counter()
-        for k, record in enumerate(scorer.score_many(paths()), 1):
+        for k, _record in enumerate(scorer.score_many(paths()), 1):
             if first is None:
                 first = {"seconds": round(time.perf_counter() - start, 4), "paths_read": taken[0]}
             if k % max(1, n // 10) == 0:

@@ -41,6 +41,13 @@ class UsageError(VQAError, ValueError):
     code = "E_USAGE"
 
 
+class ResourceError(VQAError):
+    """The machine lacks what the run needs (shared memory in /dev/shm): the run's error, never
+    a video's; nothing is scored or stored."""
+
+    code = "E_RESOURCE"
+
+
 class OutputError(VQAError):
     """The output or the job store cannot be written (a full disk, a read-only file system)."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -62,9 +63,28 @@ class OpenedFile:
         return f"{_PROC_FD}/{self.fd}"
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def bad_path(path: str) -> InputError | None:
+    """E_BAD_PATH for a path no file can have (a NUL byte), told before any system call."""
+    if "\0" in path:
+        return InputError(f"{path!r} holds a NUL byte: no file can have that name", code="E_BAD_PATH")
+    return None
+
+
+def missing(path: str) -> InputError:
+    """The error for a path that leads to nothing: a URL is told that URLs are not inputs
+    (E_BAD_PATH), anything else E_NOT_FOUND. The one rule, whichever entry was used."""
+    if _URL.match(path):
+        return InputError(f"{path} is a URL, and URLs are not inputs: download the file and score "
+                          "the local copy", code="E_BAD_PATH")
+    return InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND")
+
+
 def _fail(path: str, exc: OSError) -> InputError:
     if exc.errno == errno.ENOENT:
-        return InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND")
+        return missing(path)
     if exc.errno in (errno.EACCES, errno.EPERM):
         return InputError(f"cannot read {path!r}: permission denied", code="E_UNREADABLE")
     if exc.errno == errno.ENAMETOOLONG:
@@ -85,6 +105,9 @@ def open_input(path: str) -> OpenedFile:
     """Open ``path`` for reading and check the descriptor; InputError with a stable code if
     it is not a readable, non-empty regular file, or (a ``FoundPath``) leads outside its folder.
     The caller closes ``fd``."""
+    problem = bad_path(path)
+    if problem is not None:
+        raise problem
     try:
         _check_kind(path, os.stat(path))  # no open() on a FIFO or a device at all, if we can tell
     except OSError as exc:

@@ -11,14 +11,26 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from vqa.files import FoundPath, inside
+from vqa.files import FoundPath, bad_path, inside, missing
 
-VIDEO_EXTENSIONS = frozenset(
-    "mp4 mov mkv webm avi m4v ts mpg mpeg wmv flv 3gp y4m".split())
+# The names a folder walk takes: the extensions of the containers and streams the decoders
+# read (vqa.decode.base.VIDEO_FORMATS), by FFmpeg demuxer. GIF is read when named or matched
+# by --glob, but not walked: an upload folder's GIFs are mostly pictures.
+VIDEO_EXTENSIONS = frozenset("""
+    mp4 mov m4v 3gp 3g2 mj2
+    mkv webm
+    avi
+    ts m2ts mts
+    mpg mpeg m2v vob
+    wmv asf
+    flv ivf obu
+    h264 264 hevc h265 265 vvc 266
+    mjpeg mjpg
+    y4m nut ogv mxf dv
+""".split())
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,13 @@ class Input:
 
     path: str
     error: tuple[str, str] | None = None
+
+
+def path_arg(path: object) -> str:
+    """One path as a str; anything else is a TypeError (a list of paths is not one path)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
 
 
 def is_video_file(name: str) -> bool:
@@ -108,9 +127,6 @@ def _inside(path: str, root_real: str) -> bool:
     return inside(os.path.realpath(path), root_real)
 
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
 def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None,
                   warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
     """Files as given, folders expanded to their videos, in the order given.
@@ -124,7 +140,10 @@ def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None
     inputs: list[Input] = []
     for p in paths:
         p = os.fsdecode(p)
-        if os.path.isdir(p):
+        problem = bad_path(p)
+        if problem is not None:
+            inputs.append(Input(p, (problem.code, problem.message)))
+        elif os.path.isdir(p):
             root_real = os.path.realpath(p)
             unreadable: list[Input] = []
             videos = walk_videos(p, patterns=patterns, on_error=lambda path, e: unreadable.append(
@@ -142,11 +161,8 @@ def expand_inputs(paths: Iterable[str], *, patterns: Iterable[str] | None = None
                 warn(item.error[1])
             inputs.extend(sorted(found + unreadable, key=lambda i: i.path))
         elif not os.path.lexists(p):
-            if _URL.match(p):
-                inputs.append(Input(p, ("E_BAD_PATH", f"{p} is a URL, and URLs are not inputs: "
-                                                      "download the file and score the local copy")))
-            else:
-                inputs.append(Input(p, ("E_NOT_FOUND", f"no such file or directory: {p}")))
+            problem = missing(p)  # the rule the decoder's open applies too
+            inputs.append(Input(p, (problem.code, problem.message)))
         else:
             inputs.append(Input(p))
     return inputs

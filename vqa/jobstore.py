@@ -15,6 +15,7 @@ last commits, which would then be scored again).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -25,8 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vqa.errors import OutputError, UsageError
-from vqa.files import fingerprint
+from vqa.errors import InputError, OutputError, UsageError
+from vqa.files import bad_path, fingerprint, open_input
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """
@@ -58,26 +59,27 @@ class Identity:
 
     @classmethod
     def of(cls, path: str) -> Identity | None:
-        """The file's identity now, or None when it cannot be stat'ed (it gets a fresh record
-        each time). Only a regular file is opened, to read its fingerprint."""
-        try:
-            st = os.stat(path)
-        except OSError:
+        """The file's identity now, or None when it cannot be stat'ed or its path is no path (it
+        gets a fresh record each time). The fingerprint is read only through a descriptor that
+        ``vqa.files.open_input`` checked, as the decoder's is: a file found in a folder that
+        now leads outside it is never read, here or anywhere."""
+        if bad_path(path) is not None:
             return None
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device is never read: no fingerprint
+        try:
+            opened = open_input(path)
+        except InputError:  # not read: a FIFO, a device, outside its folder, unreadable, empty
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
             return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns)  # unreadable: E_UNREADABLE
-        try:
-            st = os.fstat(fd)
-            return cls(os.fsencode(path), st.st_size, st.st_mtime_ns,
-                       fingerprint(fd, st.st_size) if stat.S_ISREG(st.st_mode) else "")
+            return cls(os.fsencode(path), opened.size_bytes, opened.mtime_ns,
+                       fingerprint(opened.fd, opened.size_bytes))
         except OSError:
             return None
         finally:
-            os.close(fd)
+            os.close(opened.fd)
 
     @classmethod
     def of_opened(cls, path: str, video) -> Identity | None:
@@ -97,7 +99,10 @@ def config_key(model: dict[str, Any], config: dict[str, Any]) -> str:
 
 
 def default_db_path(output: str) -> str:
-    return output + ".vqa.db"
+    """OUTPUT.vqa.db, shortened when the name would be too long for the file system with the
+    "-journal", "-wal" and "-shm" that SQLite adds to it (vqa.outputs.derived_path)."""
+    from vqa.outputs import derived_path
+    return derived_path(output, ".vqa.db", reserve=len("-journal"))
 
 
 class JobStore:
@@ -107,13 +112,24 @@ class JobStore:
     is left beside it. A file that is not a vqa store of this version is refused before
     anything is written to it: no journal mode is changed, no table is made."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, follow_links: bool = True):
+        """``follow_links=False`` for a name vqa derived (OUTPUT.vqa.db): a link planted there
+        is refused, never written through, as at every other name vqa makes."""
         self.path = path
         self._db = None
+        from vqa.outputs import derived_path
+        if derived_path(path, "-journal") != path + "-journal":
+            raise UsageError(f"the job store's name {os.path.basename(path)!r} is too long: SQLite adds "
+                             "'-journal', '-wal' and '-shm' to it, past the file system's limit on a "
+                             "name (255 bytes); pass a shorter --db")
         created = not os.path.lexists(path)
         try:
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                                    | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)), 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UsageError(f"{path} is a symbolic link: the job store beside the output is never "
+                                 "written through a link; remove it, or pass --db") from None
             raise UsageError(f"cannot write the job store {path}: {e.strerror}") from None
         try:
             if not stat.S_ISREG(os.fstat(self._lock_fd).st_mode):

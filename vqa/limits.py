@@ -1,6 +1,6 @@
 """Limits on decoding one untrusted video: the wall-clock timeout and the worker memory cap.
 
-The pool (vqa.workers) enforces them; this module only says how large they are.
+The pool (vqa.engine.processes) enforces them; this module only says how large they are.
 """
 from __future__ import annotations
 

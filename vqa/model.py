@@ -10,11 +10,13 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .aggregate import Decision
 from .errors import ModelError
-from .preprocess import WORK_SHORT_SIDE
+from .preprocess import Geometry
 
 MANIFEST = "vqa.json"
 ENV_MODEL_DIR = "VQA_MODEL_DIR"
@@ -54,6 +56,9 @@ class ModelSpec:
     sha256: dict[str, str]
     outputs: tuple[str, ...]
     view_size: int
+    preprocessing: Geometry  # the manifest's "input" block: how frames become views
+    decision: Decision  # the manifest's "decision" block: thresholds, luma bounds, category rules
+    manifest_sha256: str  # of the manifest's bytes as read
 
     def path(self, key: str) -> Path:
         """The verified path of one model file (key as in the manifest's "files")."""
@@ -68,24 +73,37 @@ class ModelSpec:
                              f"does not match the manifest", code="E_MODEL_CORRUPT")
         return path
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "sha256": self.sha256["pytorch"]}
+    def record(self, files: Sequence[str]) -> dict:
+        """A record's ``model`` block when the files ``files`` (manifest keys) ran: ``sha256``
+        covers the manifest (its blocks, and through its sha256 every model file) and says
+        which files ran: the sha256 of the manifest's digest, then each file's key and digest.
+
+        >>> spec = load_model_spec()
+        >>> spec.record(["pytorch"]) != spec.record(["openvino_xml", "openvino_bin"])
+        True
+        """
+        h = hashlib.sha256(self.manifest_sha256.encode())
+        for key in files:
+            h.update(f"\n{key} {self.sha256[key]}".encode())
+        return {"name": self.name, "version": self.version, "sha256": h.hexdigest()}
 
 
 def load_model_spec(model_dir: str | os.PathLike | None = None) -> ModelSpec:
     directory = Path(model_dir) if model_dir is not None else default_model_dir()
     manifest = directory / MANIFEST
     try:
-        data = json.loads(manifest.read_text())
-        work = data["input"].get("work_short_side")
-        if work != WORK_SHORT_SIDE:
-            # A model judges frames at the scale it was trained at; another scale shifts every score.
-            raise ModelError(f"model in {directory} was trained on frames judged at a short side of {work} px; "
-                             f"this version of vqa cuts them at {WORK_SHORT_SIDE} px: use the models/ that came "
-                             f"with it", code="E_MODEL_CORRUPT")
+        raw = manifest.read_bytes()
+        data = json.loads(raw)
+        view = data["input"]
+        # A model judges frames cut as it was trained on them: the cut is the manifest's.
+        geometry = Geometry(int(view["grid"]), int(view["patch"]), int(view["work_short_side"]))
+        if geometry.view != int(view["size"]):
+            raise ValueError(f"input size {view['size']} is not grid x patch ({geometry.view})")
         return ModelSpec(name=data["name"], version=data["version"], directory=directory,
                          files=dict(data["files"]), sha256=dict(data["sha256"]),
-                         outputs=tuple(data["outputs"]), view_size=int(data["input"]["size"]))
+                         outputs=tuple(data["outputs"]), view_size=int(view["size"]),
+                         preprocessing=geometry, decision=Decision.from_manifest(data["decision"]),
+                         manifest_sha256=hashlib.sha256(raw).hexdigest())
     except FileNotFoundError:
         raise ModelError(f"no model manifest at {manifest}; pass --model-dir or set {ENV_MODEL_DIR}",
                          code="E_MODEL_MISSING") from None

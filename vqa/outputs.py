@@ -1,15 +1,74 @@
 """Where a job writes: the output file, put in place whole, and the checks that keep the output
 and the job store from destroying an input or each other. No click here: a script that runs
-jobs can use the same rules."""
+jobs can use the same rules.
+
+Every file the product writes (``--output``, ``--report``, ``vqa report -o``) goes through
+``open_destination``, so each one gets the same rules:
+
+- a character device or a FIFO (/dev/null, a pipe) is written directly, never replaced;
+  a block device, a folder or a socket is refused;
+- anything else is written to a temporary file beside it, created exclusively and without
+  following links (a link planted at that name is never written through), then renamed over
+  the destination, so a symlink there is replaced, never followed;
+- the temporary file is locked while it is written, so a second job writing the same
+  destination is refused (``OutputBusy``) instead of deleting the first one's file;
+- the temporary file's name, like the job store's, is shortened with a hash when it would
+  pass the file system's limit on a name (255 bytes);
+- the file holds whole records only: a record that cannot be written whole (a full disk) is
+  cut back off the file before the error is raised.
+"""
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import stat
 import sys
 from contextlib import contextmanager, suppress
 from typing import Iterator, TextIO
 
+from vqa.errors import UsageError
+
 PARTIAL_SUFFIX = ".vqa-partial"  # OUTPUT is written as OUTPUT.vqa-partial, then renamed
+NAME_MAX = 255  # bytes in one file name, when the file system does not say
+
+
+class OutputBusy(UsageError):
+    """Another live job is writing the same destination."""
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return os.pathconf(folder or ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
+def derived_path(path: str, suffix: str, *, reserve: int = 0) -> str:
+    """``path + suffix``, with the file name shortened when it would pass the file system's limit
+    on a name (less ``reserve`` bytes, for names SQLite derives in turn: "-wal", "-shm"). The
+    shortened name keeps the start of the original and a hash of all of it, so two long names
+    that share a start still get different files.
+
+        >>> derived_path("/tmp/r.jsonl", ".vqa.db")
+        '/tmp/r.jsonl.vqa.db'
+    """
+    folder, name = os.path.split(path)
+    raw, tail = os.fsencode(name), os.fsencode(suffix)
+    limit = _name_max(folder) - reserve
+    if len(raw) + len(tail) <= limit:
+        return path + suffix
+    tag = b"~" + hashlib.sha256(raw).hexdigest()[:16].encode()
+    head = raw[:max(0, limit - len(tail) - len(tag))]
+    while head and head[-1] & 0xC0 == 0x80:  # no UTF-8 character cut in half
+        head = head[:-1]
+    if head and head[-1] >= 0xC0:
+        head = head[:-1]
+    return os.path.join(folder, os.fsdecode(head + tag + tail))
+
+
+def partial_path(path: str) -> str:
+    return derived_path(path, PARTIAL_SUFFIX)
 
 
 def file_key(path: str):
@@ -33,7 +92,7 @@ def collision(output: str | None, db: str | None, inputs) -> str | None:
             if key in written:
                 return f"--db {db} and {written[key]} are the same file; give them different paths"
             written[key] = f"--db {db}" if not suffix else f"the job store's {db + suffix}"
-    if output is not None and file_key(output + PARTIAL_SUFFIX) in written:
+    if output is not None and file_key(partial_path(output)) in written:
         return f"--output {output} collides with the job store {db}; give them different paths"
     if any(k[0] == "inode" for k in written):
         for item in inputs:
@@ -43,45 +102,175 @@ def collision(output: str | None, db: str | None, inputs) -> str | None:
     return None
 
 
-@contextmanager
-def open_output(output: str | None) -> Iterator[TextIO]:
-    """stdout (left open) or a UTF-8 file; newline='' so CSV keeps newlines inside fields.
+class RecordFile:
+    """A text stream over a descriptor that keeps only whole records in the file.
 
-    A file is written as OUTPUT.vqa-partial beside it and renamed over OUTPUT when the run
-    ends (also when it stops early: what was written is valid), so an existing OUTPUT is only
-    replaced whole, and a symlink at OUTPUT is replaced, never written through. A device or
-    FIFO (/dev/null, a pipe) is written directly."""
-    if output in (None, "-"):
-        if hasattr(sys.stdout, "reconfigure"):
-            sys.stdout.reconfigure(errors="surrogateescape")
-        yield sys.stdout
-        return
-    # surrogateescape: a non-UTF-8 filename goes into CSV as the bytes it has on disk
-    # (the JSON writers escape it instead, see vqa.report).
-    text = dict(encoding="utf-8", errors="surrogateescape", newline="")
+    ``write`` collects text and ``flush`` writes it: every writer in vqa.report flushes once
+    per record. If a flush cannot write everything (a full disk, a file size limit), the file is
+    cut back to where that flush began before the error goes up, so it ends after the last
+    whole record. Text is UTF-8; surrogateescape keeps a non-UTF-8 filename's bytes (CSV)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        st = os.fstat(fd)
+        self._regular = stat.S_ISREG(st.st_mode)
+        self._end = os.lseek(fd, 0, os.SEEK_CUR) if self._regular else 0
+        self._pending: list[str] = []
+        self.closed = False
+
+    def write(self, text: str) -> int:
+        self._pending.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        data = "".join(self._pending).encode("utf-8", "surrogateescape")
+        self._pending.clear()
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError:
+            if self._regular:  # no half record left behind
+                with suppress(OSError):
+                    os.ftruncate(self.fd, self._end)
+                    os.lseek(self.fd, self._end, os.SEEK_SET)
+            raise
+        self._end += len(data)
+
+    def discard(self) -> None:
+        """Drop what was written since the last flush (a record cut short by an error)."""
+        self._pending.clear()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.flush()
+        finally:
+            os.close(self.fd)
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _direct(path: str) -> bool:
+    """True for a destination written in place (a character device or a FIFO), False for a
+    file replaced whole (a regular file, a link to one, or nothing yet); UsageError otherwise."""
     try:
-        special = not stat.S_ISREG(os.stat(output).st_mode)
+        mode = os.stat(path).st_mode
     except OSError:
-        special = False
-    if special:
-        f, partial = open(output, "w", **text), None
-    else:
-        partial = output + PARTIAL_SUFFIX
-        with suppress(FileNotFoundError):
-            os.unlink(partial)  # left by a killed run
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o666)
-        f = os.fdopen(fd, "w", **text)
+        return False
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return True
+    if stat.S_ISREG(mode):
+        return False
+    kind = "a folder" if stat.S_ISDIR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
+    raise UsageError(f"{path} is {kind}: give a file name (or a character device or FIFO to write to)")
+
+
+def _claim(partial: str, output: str) -> int:
+    """Create ``partial`` exclusively, without following a link, and lock it; OutputBusy when a
+    live job holds it. A file found there that no job holds is a killed run's leftover."""
+    busy = OutputBusy(f"another vqa job is writing {output} (it holds {partial}); wait for it, "
+                      "or write to another file")
     try:
-        yield f
+        fd = os.open(partial, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        pass
+    except OSError:  # a link (ELOOP) or something we may not open: not a live job's file
+        with suppress(FileNotFoundError):
+            os.unlink(partial)
+    else:
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise busy from None
+        finally:
+            os.close(fd)
+        with suppress(FileNotFoundError):
+            os.unlink(partial)  # a killed run's leftover
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
+    except FileExistsError:  # another job made it since we looked
+        raise busy from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Between the create and the lock, a job starting now could take it for a leftover.
+        if os.lstat(partial).st_ino != os.fstat(fd).st_ino:
+            raise busy
+    except (BlockingIOError, FileNotFoundError, OutputBusy):
+        os.close(fd)
+        raise busy from None
+    return fd
+
+
+@contextmanager
+def open_destination(path: str, *, keep_on_error: bool) -> Iterator[RecordFile]:
+    """A ``RecordFile`` that ends up at ``path`` (see the module's rules). When the block
+    raises, the records flushed so far are put in place anyway if ``keep_on_error`` (a job's
+    records so far are valid), else dropped and ``path`` left as it was (a half page is no page).
+    A record written but not flushed when the block raised is never kept."""
+    if _direct(path):
+        f = RecordFile(os.open(path, os.O_WRONLY | os.O_NOCTTY | _CLOEXEC))
+        with _closing(f):
+            yield f
+        return
+    partial = partial_path(path)
+    f = RecordFile(_claim(partial, path))
+    with _closing(f):
+        try:
+            yield f
+            f.flush()
+        except BaseException:
+            f.discard()
+            # Already failing (a full disk, Ctrl-C): a second error must not hide the first.
+            with suppress(OSError):
+                if keep_on_error:
+                    os.replace(partial, path)
+                else:
+                    os.unlink(partial)
+            raise
+        os.replace(partial, path)  # still locked: nobody takes it for a leftover meanwhile
+
+
+@contextmanager
+def _closing(f: RecordFile) -> Iterator[None]:
+    try:
+        yield
     except BaseException:
-        # Already failing (a full disk, Ctrl-C): a second error from flushing must not hide it.
+        f.discard()
         with suppress(OSError):
             f.close()
-        if partial is not None:
-            with suppress(OSError):
-                os.replace(partial, output)
         raise
     f.close()
-    if partial is not None:
-        os.replace(partial, output)
+
+
+@contextmanager
+def open_output(output: str | None) -> Iterator[TextIO]:
+    """stdout (left open) or a file put in place by ``open_destination``, kept on an error.
+    Redirected stdout that is a regular file keeps whole records too."""
+    if output not in (None, "-"):
+        with open_destination(output, keep_on_error=True) as f:
+            yield f
+        return
+    try:
+        fd = sys.stdout.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        regular = False
+    if regular:
+        sys.stdout.flush()
+        f = RecordFile(os.dup(fd))
+        with _closing(f):
+            yield f
+        return
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
+    yield sys.stdout

@@ -1,76 +1,39 @@
 """The public face of the engine: ``Scorer``, and ``score`` on a process-wide default.
 
-A ``Scorer`` loads the model once and scores videos through one engine (vqa.dispatch), which
-owns the decode workers, the shared-memory ring and the inferencer. It is safe to share
-between threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, and
-``score``, ``score_many`` and ``ascore`` are built on it. A bad video never raises: it comes
-back as a ``status="error"`` record with a stable code.
+A ``Scorer`` loads the model once and scores videos through one engine (vqa.engine: in this
+process with ``workers=0``, else over a pool of decode workers). It is safe to share between
+threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, and ``score``,
+``score_many`` and ``ascore`` are built on it. A bad video never raises: it comes back as a
+``status="error"`` record with a stable code.
 """
 from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import itertools
 import os
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
+from typing import Any
 
-from . import decode
-from .decode import DEFAULT_BACKEND as DEFAULT_DECODER
-from .decode import KNOWN_BACKENDS as DECODERS
-from .dispatch import EngineOptions, LocalEngine, PoolEngine, start_workers
-from .errors import BackendUnavailable, UsageError
-from .infer import BACKENDS, DEFAULT_BACKEND, MODES, PRECISIONS, open_inferencer
-from .limits import auto_worker_memory_mb, check_limits
+from .config import ScoreOptions
+from .engine.base import Engine
+from .engine.local import LocalEngine
+from .engine.pool import PoolEngine
+from .engine.worker import guard_spawned_import
+from .infer import Inferencer, model_files, open_inferencer
+from .lifecycle import Owner, on_engine_thread, refuse_on_engine_thread
+from .inputs import path_arg
 from .model import load_model_spec
-from .sample import FRAME_MODES
-from .threads import plan_threads
 from .types import VideoScore
-from .workers import guard_spawned_import
 
-DEFAULT_BATCH_SIZE = "auto"
-MAX_BATCH_SIZE = 256
-# batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
-# OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
-# the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
-AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 LOOKAHEAD_PER_WORKER = 4  # score_many keeps this many requests per worker ahead of its output
 
 PathArg = str | bytes | os.PathLike
-
-
-def _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers) -> None:
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    if decoder not in DECODERS:
-        raise UsageError(f"unknown decoder {decoder!r}; choose one of {', '.join(DECODERS)}")
-    if decoder not in decode.AVAILABLE_BACKENDS:  # an error now, not E_BACKEND on every video
-        package = DECODERS[decoder]
-        reason = getattr(decode, "_IMPORT_ERRORS", {}).get(decoder, "not installed")
-        raise BackendUnavailable(f"decoder {decoder!r} needs the {package!r} package: pip install {package} "
-                                 f"(import failed: {reason})")
-    if not (frames in FRAME_MODES or (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1)):
-        raise UsageError(f"frames must be 'default', 'all' or an integer >= 1, got {frames!r}")
-    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                 or not 1 <= batch_size <= MAX_BATCH_SIZE):
-        raise UsageError(f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise UsageError(f"workers must be an integer >= 0 (0: decode in this process), got {workers!r}")
-
-
-def _path(path) -> str:
-    """One path as a str; anything else is a TypeError (a list of paths is not one path)."""
-    if isinstance(path, (str, bytes, os.PathLike)):
-        return os.fsdecode(path)
-    raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
 
 
 class Scorer:
@@ -112,61 +75,49 @@ class Scorer:
     Neither enters ``config``: results do not depend on them.
     """
 
-    def __init__(self, *, backend: str = DEFAULT_BACKEND, decoder: str = DEFAULT_DECODER,
-                 frames: int | str = "default", batch_size: int | str = DEFAULT_BATCH_SIZE,
-                 model_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 precision: str = "fp32", workers: int | None = None, mode: str = "throughput",
-                 timeout_s: float | str | None = "auto", worker_memory_mb: int | str | None = "auto",
-                 timeline: bool = False):
+    def __init__(self, options: ScoreOptions | None = None, /, *, cores: int | None = None, **kwargs: Any):
+        """``Scorer(backend="pytorch", workers=0)`` or ``Scorer(ScoreOptions(...))`` (not both):
+        each option, its default and its bounds are in vqa.config.ScoreOptions. ``cores``: the
+        cores to plan workers and threads for (default: those this process may use)."""
+        if options is None:
+            options = ScoreOptions(**kwargs)
+        elif kwargs:
+            raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
+        self._lifecycle = Owner("Scorer")
+        self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
+        resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
-        _check_options(backend, decoder, frames, batch_size, threads, precision, mode, workers)
-        check_limits(timeout_s, worker_memory_mb)
-        if batch_size == "auto":
-            batch_size = AUTO_BATCH_SIZE[mode]
-        budget = plan_threads(workers=workers, inference_threads=threads)  # vqa.threads decides
-        self.frames, self.batch_size, self.decoder = frames, batch_size, decoder
-        self.workers, self.threads = budget.workers, budget.inference_threads
-        self.timeout_s = timeout_s or None
-        self.worker_memory_mb = (auto_worker_memory_mb(self.workers) if worker_memory_mb == "auto"
-                                 else worker_memory_mb or None)
-        self.spec = load_model_spec(model_dir)
-        # workers is left out on purpose: results do not depend on it (tests hold them to that).
-        self.config = {"sampling": frames, "backend": backend, "batch_size": batch_size, "decoder": decoder,
-                       "precision": precision, "mode": mode}
-        # timeline=True adds each record's per-frame data (vqa.aggregate.timeline); it changes no
-        # score, but is in config (so in the job store's key) only when on.
-        self.timeline = bool(timeline)
-        if self.timeline:
-            self.config["timeline"] = True
-        self._options = EngineOptions(decoder=decoder, frames=frames, batch_size=batch_size,
-                                      workers=self.workers, decode_threads=budget.decode_threads,
-                                      timeout_s=self.timeout_s, worker_memory_mb=self.worker_memory_mb,
-                                      timeline=self.timeline)
+        self.options, self.resolved = options, resolved
+        self.workers, self.threads = resolved.workers, resolved.threads
+        self.spec = load_model_spec(options.model_dir)
+        self.model = self.spec.record(model_files(options.backend, options.precision))  # each record's
+        self.config = resolved.record_config()
         self._lock = threading.Lock()
-        self._closed = False
-        self.inferencer = self._engine = None
-        # The workers start first and import their libraries while the model compiles here.
-        started = start_workers(self._options) if self.workers else None
+        self.inferencer: Inferencer | None = None
+        self._engine: Engine | None = None
         try:
-            self.inferencer = open_inferencer(self.spec, backend=backend, threads=self.threads,
-                                              precision=precision, mode=mode)
-            if started is not None:
-                started[0].wait_ready()  # a memory limit too low, or no main guard, fails here
-            self._engine = self._new_engine(started)
+            self._engine = self._new_engine(self._open_inferencer)
         except BaseException:
-            if started is not None and self._engine is None:
-                try:
-                    started[0].close()
-                finally:
-                    started[1].close()
             if self.inferencer is not None:
                 self.inferencer.close()
             raise
+        self._closed = False
 
-    def _new_engine(self, started=None):
+    def _open_inferencer(self):
+        o = self.options
+        self.inferencer = open_inferencer(self.spec, backend=o.backend, threads=self.threads,
+                                          precision=o.precision, mode=o.mode)
+        return self.inferencer
+
+    def _new_engine(self, inferencer):
+        # The engine gets a record maker that does not hold this Scorer: the engine's thread
+        # holds the engine, and nothing it keeps may stop a dropped Scorer from being collected.
+        new_record = functools.partial(_new_record, dict(self.model), dict(self.config))
         if self.workers == 0:
-            return LocalEngine(self._options, self.inferencer, self._new_record)
-        return PoolEngine(self._options, self.inferencer, self._new_record, started)
+            return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
+                               new_record)
+        # The pool engine starts its workers first, and opens the model while they start.
+        return PoolEngine(self.resolved, self.spec, inferencer, new_record)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -178,14 +129,16 @@ class Scorer:
         ``split=True`` spreads the video over every worker, for the lowest latency when it is
         scored alone (``score`` does that); by default one worker reads it, which keeps the
         cores busiest when many videos are in flight."""
-        path = _path(path)
+        self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
+        path = path_arg(path)
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Scorer is closed")
-            if getattr(self._engine, "broken", None) is not None:  # its dispatcher failed: start afresh
+            assert self._engine is not None  # made in __init__, gone only when closed
+            if self._engine.broken is not None:  # its dispatcher failed: start afresh
                 self._engine.close()
                 self._engine = None
-                self._engine = self._new_engine()
+                self._engine = self._new_engine(self.inferencer)
             return self._engine.submit(path, split)  # quick: a queue put and a wake-up
 
     def score(self, path: PathArg) -> VideoScore:
@@ -235,7 +188,7 @@ class Scorer:
                 future.cancel()
 
     def _new_record(self, path: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config))
+        return _new_record(self.model, dict(self.config), path)
 
     # -- the engine's parts, for tests and tools -----------------------------------------
 
@@ -252,7 +205,13 @@ class Scorer:
 
     def close(self) -> None:
         """Stop the workers, free the shared memory and the model. Videos still in flight are
-        cancelled. Idempotent."""
+        cancelled. Idempotent. In a forked child it only marks this copy closed: what it holds
+        is the parent's. From a done-callback it raises CallbackError (it would join the thread
+        running the callback); close it from any other thread."""
+        if not self._lifecycle.here:
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -264,6 +223,22 @@ class Scorer:
             if self.inferencer is not None:
                 self.inferencer.close()
 
+    def __del__(self) -> None:
+        # A Scorer dropped without close(): release its workers, ring, descriptors and threads
+        # now, and say so as an unclosed file does (ResourceWarning: shown with -W default, -X dev).
+        if getattr(self, "_closed", True) or not self._lifecycle.here:
+            return
+        try:
+            # stacklevel 1: a collection has no caller to point at (an unclosed file's is the same)
+            warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
+                          stacklevel=1, source=self)
+            if on_engine_thread():  # collected on an engine's thread: it cannot join itself
+                threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
+            else:
+                self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be half torn down
+            pass
+
     def __enter__(self) -> Scorer:
         return self
 
@@ -271,35 +246,35 @@ class Scorer:
         self.close()
 
 
-ENGINES = ("local", "ray")
-
-
-def open_scorer(*, engine: str = "local", **options):
-    """A ``Scorer`` (``engine="local"``: this machine), or a ``vqa.ray_engine.RayScorer``
-    (``engine="ray"``: actors on a Ray cluster, with the same records; it also takes
-    ``address`` and ``actors_per_node``). Either drives ``vqa.job.run_job``. Ray is imported
-    only for ``engine="ray"``; without it installed that is ``BackendUnavailable``."""
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    if engine == "ray":
-        from .ray_engine import RayScorer
-        return RayScorer(**options)
-    return Scorer(**options)
-
-
-_defaults: dict[str, Scorer] = {}
+_defaults: dict[ScoreOptions, Scorer] = {}
 _defaults_lock = threading.Lock()
+
+
+def _new_record(model: dict, config: dict, path: str) -> VideoScore:
+    return VideoScore(path=path, status="error", model=dict(model), config=dict(config))
+
+
+def _forget_defaults_in_child() -> None:
+    """In a forked child, the parent's default Scorers are the parent's: vqa.score() there makes
+    its own. The lock is new too: another thread may have held it at the fork."""
+    global _defaults_lock
+    _defaults.clear()
+    _defaults_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_defaults_in_child)
 
 
 def default_scorer(**options) -> Scorer:
     """The process-wide Scorer for ``options``: made on first use (model loaded, workers
     started), then shared by every later call with the same options, from any thread, until
     the interpreter exits."""
-    key = repr(sorted(options.items()))
+    key = ScoreOptions(**options)  # an unknown option is a TypeError here
     with _defaults_lock:
         scorer = _defaults.get(key)
         if scorer is None or scorer._closed:
-            scorer = _defaults[key] = Scorer(**options)
+            scorer = _defaults[key] = Scorer(key)
         return scorer
 
 
@@ -309,7 +284,8 @@ def _close_defaults() -> None:
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
-        scorer.close()
+        if scorer._lifecycle.here:
+            scorer.close()
 
 
 def score(path: PathArg, **options) -> VideoScore:

@@ -30,6 +30,23 @@ WORK_SHORT_SIDE = 540
 THUMB = (128, 72)  # width, height of the grey thumbnail used for freeze detection
 
 
+@dataclass(frozen=True)
+class Geometry:
+    """How a frame becomes a view: a model's preprocessing, from the ``input`` block of its
+    manifest (vqa.model). ``TRAINING`` is what scripts/ train with and export.py writes there."""
+
+    grid: int = GRID
+    patch: int = PATCH
+    work_short_side: int = WORK_SHORT_SIDE
+
+    @property
+    def view(self) -> int:
+        return self.grid * self.patch
+
+
+TRAINING = Geometry()
+
+
 @dataclass
 class FrameStats:
     """What the frozen/black detectors need from a frame, computed where the frame is.
@@ -44,22 +61,23 @@ class FrameStats:
     mad_prev: float | None = None  # thumbnail difference to the frame read just before it
 
 
-def working_scale(height: int, width: int) -> float:
+def working_scale(height: int, width: int, geometry: Geometry = TRAINING) -> float:
     """Factor from native pixels to working-scale pixels: at most 1, except for frames too
     small to hold a VIEW x VIEW view, which are enlarged."""
     short = min(height, width)
-    return max(min(1.0, WORK_SHORT_SIDE / short), VIEW / short)
+    return max(min(1.0, geometry.work_short_side / short), geometry.view / short)
 
 
-def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None, geometry: Geometry = TRAINING) -> np.ndarray:
     """Assemble the VIEW x VIEW x 3 uint8 fragment view of one RGB frame.
 
     ``offsets`` (GRID, GRID, 2) in [0, 1] place each patch inside its cell (y, x); None puts
     every patch at its cell's centre, which is what inference uses (deterministic). Training
-    draws random offsets as augmentation.
+    draws random offsets as augmentation. ``geometry``: the model's (vqa.model.ModelSpec).
     """
+    GRID, PATCH, VIEW = geometry.grid, geometry.patch, geometry.view  # noqa: N806 - the names above
     h, w = rgb.shape[:2]
-    s = working_scale(h, w)
+    s = working_scale(h, w, geometry)
     ys = np.linspace(0, h * s, GRID + 1)
     xs = np.linspace(0, w * s, GRID + 1)
     side = PATCH / s  # a patch's side in native pixels

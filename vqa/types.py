@@ -23,7 +23,9 @@ class VideoInfo:
     duration_s: float
     frame_count: int  # declared or estimated (duration * fps) when the container does not say
     codec: str
-    rotation: int = 0  # degrees clockwise the decoder turns frames to display them
+    # Degrees the file's display matrix turns frames counter-clockwise to display them, as
+    # ffprobe's "rotation" gives it, modulo 360 (ffprobe -90 is 270 here); frames come upright.
+    rotation: int = 0
     pixel_format: str = ""
     frame_count_declared: bool = False  # the container states frame_count (not an estimate)
     # The file the frames came from, as opened: what a job store keys a record on.

@@ -20,10 +20,13 @@ from typing import ClassVar
 import numpy as np
 
 from vqa.errors import InputError, UsageError
-from vqa.files import fingerprint, has_proc_fd, open_input
+from vqa.files import bad_path, fingerprint, has_proc_fd, missing, open_input
 from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
+# Packets read for the keyframe times (``keyframe_times``), which place a sampled plan's runs and
+# cut a split plan: about 13 min at 25 fps; past it the plan is made without them.
+KEYFRAME_SCAN_PACKETS = 20_000
 # A run this far (seconds) ahead of the decode position is reached by seeking, not decoding.
 SEEK_AHEAD_S = 2.0
 # Plan starts and frame timestamps are compared with this slack, so float noise between
@@ -70,10 +73,13 @@ VFR_MAX_INTERVALS = 4096
 def check_input_path(path: str) -> None:
     """Raise InputError with a stable code for what can be told before any demuxer runs.
     (Readers open the file with ``vqa.files.open_input``, which checks the opened descriptor.)"""
+    problem = bad_path(path)
+    if problem is not None:
+        raise problem
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND") from None
+        raise missing(path) from None
     except PermissionError:
         raise InputError(f"cannot access {path!r}: permission denied", code="E_UNREADABLE") from None
     except OSError as exc:

@@ -87,7 +87,22 @@ class OpenCVReader(VideoReader):
             cap.set(cv2.CAP_PROP_ORIENTATION_AUTO, 1)  # the default, made explicit: frames upright
         return cap
 
+    def _only_pictures(self) -> bool:
+        """True when every video stream is an attached picture (cover art in an audio file),
+        which OpenCV would decode as a video: told from the headers, through PyAV."""
+        import av
+
+        from vqa.decode.pyav import _open_container, video_streams
+        try:
+            with _open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as c:
+                return bool(c.streams.video) and not video_streams(c)
+        except av.error.FFmpegError:
+            return False  # OpenCV's own open says what is wrong
+
     def _open(self) -> VideoInfo:
+        if self._only_pictures():
+            raise InputError(f"{self.path!r} has no video stream (only an attached picture, such as "
+                             "cover art)", code="E_NO_VIDEO_STREAM")
         self._cap = self._capture()
         if not self._cap.isOpened():
             raise InputError(f"OpenCV cannot open {self.path!r} as a video (not a video container "
@@ -97,7 +112,8 @@ class OpenCVReader(VideoReader):
                          int(get(cv2.CAP_PROP_FRAME_HEIGHT)), self.max_pixels, what="declares")
         fps = max(get(cv2.CAP_PROP_FPS), 0.0)
         frame_count = max(int(get(cv2.CAP_PROP_FRAME_COUNT)), 0)  # declared, else duration*fps
-        rotation = int(get(cv2.CAP_PROP_ORIENTATION_META)) % 360 if hasattr(
+        # OpenCV reports the clockwise turn; the record gives ffprobe's counter-clockwise one.
+        rotation = -int(get(cv2.CAP_PROP_ORIENTATION_META)) % 360 if hasattr(
             cv2, "CAP_PROP_ORIENTATION_META") else 0
         return VideoInfo(
             # Already as displayed: OpenCV swaps them when auto-orientation turns the frames.

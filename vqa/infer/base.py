@@ -10,6 +10,7 @@ import numpy as np
 from ..model import ModelSpec
 
 MODES = ("latency", "throughput")
+DEFAULT_MODE = "throughput"  # also ScoreOptions.mode's default: one definition
 
 
 class Inferencer(ABC):

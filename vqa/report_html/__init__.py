@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from vqa.outputs import open_destination
+
 from ._data import MAX_POINTS, display, downsample, load_records, row, summary, worst_rows
 from ._page import PAGE_SIZE, embed_json, render
 from ._thumbs import TIMEOUT_S, make_thumbnails, plan_shots, request_for
@@ -41,13 +43,12 @@ def build_report(records: list[Mapping[str, Any]], *, thumbnails: int = DEFAULT_
 
 
 def write_report(records: list[Mapping[str, Any]], out: str | os.PathLike, **options) -> None:
-    """Build the page and put it at ``out`` whole (written beside it, then renamed)."""
+    """Build the page and put it at ``out`` as every output is (vqa.outputs.open_destination):
+    whole, through an exclusive temporary file, or directly to a device or FIFO. A page that
+    cannot be written whole leaves ``out`` as it was."""
     text = build_report(records, **options)
-    out = os.fspath(out)
-    partial = out + ".vqa-partial"
-    with open(partial, "w", encoding="utf-8") as f:
+    with open_destination(os.fspath(out), keep_on_error=False) as f:
         f.write(text)
-    os.replace(partial, out)
 
 
 __all__ = ["DEFAULT_THUMBNAILS", "MAX_POINTS", "PAGE_SIZE", "build_report", "downsample", "embed_json",

@@ -16,7 +16,7 @@ table#videos{border-collapse:collapse;width:100%;background:#fff}
 #videos th{cursor:pointer;background:#eee;text-align:left;padding:4px 6px;position:sticky;top:38px;user-select:none}
 #videos th[data-dir=asc]::after{content:" \25B2"}#videos th[data-dir=desc]::after{content:" \25BC"}
 #videos td{padding:3px 6px;border-top:1px solid #e4e4e4;vertical-align:top}
-#videos td.path{word-break:break-all;max-width:420px;font-family:ui-monospace,monospace;white-space:pre-wrap}
+#videos td.path span{white-space:pre}#videos td.path{overflow-wrap:break-word;min-width:30ch;max-width:420px;font-family:ui-monospace,monospace;white-space:pre-wrap}
 tr.detail td{border-top:none;padding-bottom:10px}
 .cat-excellent{color:#1a7f37}.cat-good{color:#4d7c0f}.cat-fair{color:#b45309}.cat-poor{color:#c2410c}.cat-bad{color:#b91c1c}
 .error{color:#b91c1c}.warn{color:#92400e;font-size:12px;white-space:pre-wrap;word-break:break-all}
@@ -43,10 +43,13 @@ var SVGNS='http://www.w3.org/2000/svg';
 var state={sort:'i',dir:1,page:0,text:'',status:'',category:'',defect:'',min:'',max:''};
 // The view is in the address: #status=error&defect=blur&sort=-score&page=2 (and #all: one page).
 var SORTS=['i','path','status','score','category','defects','duration_s','resolution','codec','message'];
-location.hash.slice(1).split('&').forEach(function(kv){var i=kv.indexOf('='),k=i<0?kv:kv.slice(0,i),v=i<0?'':decodeURIComponent(kv.slice(i+1));
+// A fragment that does not decode (#text=%E0%A4%A) is ignored whole: the default view.
+var DEFAULT=JSON.stringify(state);
+try{location.hash.slice(1).split('&').forEach(function(kv){var i=kv.indexOf('='),k=i<0?kv:kv.slice(0,i),v=i<0?'':decodeURIComponent(kv.slice(i+1));
   if(k==='all')PAGE=ROWS.length||1;else if(k==='page')state.page=Math.max(0,(parseInt(v,10)||1)-1);
   else if(k==='sort'){var d=v.charAt(0)==='-';v=d?v.slice(1):v;if(SORTS.indexOf(v)>=0){state.sort=v;state.dir=d?-1:1;}}
   else if(['text','status','category','defect','min','max'].indexOf(k)>=0)state[k]=k==='text'?v.toLowerCase():v;});
+}catch(e){state=JSON.parse(DEFAULT);PAGE=DATA.page_size;}
 function remember(){var parts=[];['text','status','category','defect','min','max'].forEach(function(k){if(state[k]!=='')parts.push(k+'='+encodeURIComponent(state[k]));});
   if(state.sort!=='i'||state.dir<0)parts.push('sort='+(state.dir<0?'-':'')+state.sort);if(state.page)parts.push('page='+(state.page+1));
   if(PAGE===ROWS.length&&PAGE>DATA.page_size)parts.push('all');
@@ -73,8 +76,10 @@ function sorted(){var list=ROWS.filter(matches),k=state.sort,dir=state.dir;
   list.sort(function(a,b){var x=key(a),y=key(b);if(x==null&&y==null)return a.i-b.i;if(x==null)return 1;if(y==null)return -1;
     if(x<y)return -dir;if(x>y)return dir;return a.i-b.i;});return list;}
 function timeline(r){
-  var W=760,H=150,L=34,R=8,TOP=6,PH=70,tl=r.timeline;
   var types=[];r.defects.forEach(function(d){if(types.indexOf(d.type)<0)types.push(d.type);});
+  // The left margin holds the lanes' labels whole: about 5 px a character at 8 px.
+  var longest=types.reduce(function(n,t){return Math.max(n,t.length);},0);
+  var W=760,H=150,L=Math.max(34,10+5*longest),R=8,TOP=6,PH=70,tl=r.timeline;
   var lanes=types.length,LANE=9,y0=TOP+PH+18,h=y0+lanes*LANE+14;
   var end=r.duration_s||0;if(tl)end=Math.max(end,tl.t[tl.t.length-1]);r.defects.forEach(function(d){end=Math.max(end,d.end_s);});
   if(!(end>0))end=1;
@@ -97,7 +102,7 @@ function timeline(r){
     for(i=0;i<n;i++)sv('line',{'class':'sample',x1:X(tl.t[i]),x2:X(tl.t[i]),y1:TOP+PH+2,y2:TOP+PH+6,stroke:'#555'},svg);
     if(tl.worst)title(sv('circle',{'class':'worst',cx:X(tl.worst.t_s),cy:Y(tl.worst.score),r:3,fill:'#b91c1c'},svg),'worst frame: '+tl.worst.score+' at '+clock(tl.worst.t_s));
   }else{var t=sv('text',{x:L+6,y:TOP+PH/2,'font-size':11,fill:'#888'},svg);t.textContent='no per-frame data: score with --timeline to draw the score over time';}
-  types.forEach(function(ty,j){var y=y0+j*LANE;var lab=sv('text',{x:L-4,y:y+7,'text-anchor':'end','font-size':8,fill:'#555'},svg);lab.textContent=ty.slice(0,5);
+  types.forEach(function(ty,j){var y=y0+j*LANE;var lab=sv('text',{x:L-4,y:y+7,'text-anchor':'end','font-size':8,fill:'#555'},svg);lab.textContent=ty;
     r.defects.forEach(function(d){if(d.type!==ty)return;
       title(sv('rect',{'class':'defect',x:X(d.start_s),y:y,width:Math.max(1.5,X(d.end_s)-X(d.start_s)),height:LANE-2,fill:COLORS[ty],'fill-opacity':0.3+0.7*d.severity},svg),
         ty+' severity '+d.severity.toFixed(2)+', '+clock(d.start_s)+'\u2013'+clock(d.end_s));});});
@@ -106,12 +111,19 @@ function timeline(r){
 function thumbs(r){var box=el('div',{'class':'thumbs'});(DATA.thumbs[r.i]||[]).forEach(function(s){var f=el('figure');
   if(s.src){f.appendChild(el('img',{src:s.src,alt:s.label,loading:'lazy'}));}else{f.appendChild(el('div',{'class':'placeholder'},s.problem||'no picture'));}
   f.appendChild(el('figcaption',null,s.label+' @ '+clock(s.t_s)));box.appendChild(f);});return box;}
+// A path may wrap after a '/', and inside a name only every 30 characters (not at its '-' or
+// spaces): a file name that fits the column's 30 characters is never broken, whatever the
+// other columns hold.
+function pathCell(tr,path){var td=el('td',{'class':'path'}),parts=path.match(/[^\/]*\/|[^\/]+$/g)||[path];
+  parts.forEach(function(part,k){if(k)td.appendChild(el('wbr'));
+    for(var j=0;j<part.length;j+=30){if(j)td.appendChild(el('wbr'));td.appendChild(el('span',null,part.slice(j,j+30)));}});
+  tr.appendChild(td);return td;}
 function cell(tr,text,cls){var td=el('td',cls?{'class':cls}:null,text);tr.appendChild(td);return td;}
 function render(){
   var list=sorted(),pages=Math.max(1,Math.ceil(list.length/PAGE));state.page=Math.min(state.page,pages-1);
   var body=document.getElementById('rows'),frag=document.createDocumentFragment();
   list.slice(state.page*PAGE,(state.page+1)*PAGE).forEach(function(r){
-    var tr=el('tr',{'class':'row','data-i':r.i});cell(tr,String(r.i+1));cell(tr,r.path,'path');
+    var tr=el('tr',{'class':'row','data-i':r.i});cell(tr,String(r.i+1));pathCell(tr,r.path);
     cell(tr,r.status,r.status==='ok'?'':'error');cell(tr,num(r.score,1));cell(tr,r.category||'',r.category?'cat-'+r.category:'');
     var dc=cell(tr,'');r.defects.forEach(function(d){var c=el('span',{'class':'chip',style:'background:'+COLORS[d.type]},d.type+' '+d.severity.toFixed(2));dc.appendChild(c);});
     cell(tr,r.duration_s==null?'':clock(r.duration_s));cell(tr,r.width==null?'':r.width+'x'+r.height);cell(tr,r.codec);
@@ -121,7 +133,7 @@ function render(){
     if(r.status==='ok'||DATA.thumbs[r.i]){var dt=el('tr',{'class':'detail'}),td=el('td',{colspan:10});td.appendChild(timeline(r));td.appendChild(thumbs(r));dt.appendChild(td);frag.appendChild(dt);}
   });
   body.textContent='';body.appendChild(frag);
-  document.getElementById('shown').textContent=list.length+' of '+ROWS.length+' videos; page '+(state.page+1)+' of '+pages;
+  document.getElementById('shown').textContent=list.length+' of '+ROWS.length+(ROWS.length===1?' video':' videos')+'; page '+(state.page+1)+' of '+pages;
   document.getElementById('prev').disabled=state.page===0;document.getElementById('next').disabled=state.page>=pages-1;
   document.querySelectorAll('#videos th').forEach(function(th){th.removeAttribute('data-dir');if(th.dataset.key===state.sort)th.setAttribute('data-dir',state.dir>0?'asc':'desc');});
 }

@@ -27,30 +27,89 @@ HISTOGRAM_BIN = 5  # score points per histogram bar: 20 bars over 0..100
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# A record is a few levels deep (record > timeline > point); anything deeper is no record, and
+# would only find the limits of every recursive step after the parse (RecursionError).
+MAX_DEPTH = 16
+# Seconds, scores, rates: a real record's numbers are far below this. Larger ones (1e308) would
+# overflow to infinity in the page's arithmetic (a segment's middle, a timeline's buckets).
+MAX_MAGNITUDE = 1e15
+
+
+def _hostile(record: Any) -> str | None:
+    """Why ``record`` cannot be a vqa record although it parsed: too deep, or a number no
+    measurement gives. Walked without recursion, so any depth is told, never crashed on."""
+    stack = [(record, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"nested more than {MAX_DEPTH} levels deep (at {where or 'the top'})"
+        if isinstance(value, float) and (math.isinf(value) or abs(value) > MAX_MAGNITUDE):
+            return f"{where} is {value!r}, not a number a measurement gives"
+        if isinstance(value, int) and abs(value) >= 1 << 63:  # past any count or size in bytes
+            return f"{where} is a {len(str(abs(value)))}-digit integer, not a count a measurement gives"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
+    return None
+
+
+def _deepest_line(stripped: str, text: str) -> int:
+    """The line of ``text`` where brackets outside strings first nest past MAX_DEPTH (the
+    array's own counted), for an error that names it; the parser's RecursionError cannot."""
+    depth, in_string, escaped, line = 0, False, False, 1 + text[:len(text) - len(stripped)].count("\n")
+    for c in stripped:
+        if c == "\n":
+            line += 1
+        elif in_string:
+            escaped, in_string = (False, True) if escaped else (c == "\\", c != '"')
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH + 1:
+                return line
+        elif c in "]}":
+            depth -= 1
+    return line
+
+
 def load_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a ``vqa score`` output: JSON Lines, or one JSON array (``--format json``).
-    A line that is not a JSON object is a UsageError naming the line."""
+    A line that is not a JSON object, or not one a vqa record can be (nested too deep, a number
+    like 1e308), is a UsageError naming the line."""
+    name = os.fsdecode(path)
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         text = f.read()
     stripped = text.lstrip()
     if stripped.startswith("["):
+        where = "record"
         try:
             records = json.loads(stripped)
         except json.JSONDecodeError as e:
-            raise UsageError(f"{os.fsdecode(path)} is not valid JSON: {e}") from None
-        lines = list(enumerate(records, 1))
+            raise UsageError(f"{name} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise UsageError(f"{name}, line {_deepest_line(stripped, text)}: nested too deeply to be "
+                             "a vqa record") from None
+        lines = list(enumerate(records if isinstance(records, list) else [records], 1))
     else:
+        where = "line"
         lines = []
         for n, line in enumerate(text.split("\n"), 1):
             if line.strip():
                 try:
                     lines.append((n, json.loads(line)))
                 except json.JSONDecodeError as e:
-                    raise UsageError(f"{os.fsdecode(path)}, line {n}: not a JSON record ({e.msg}); "
+                    raise UsageError(f"{name}, line {n}: not a JSON record ({e.msg}); "
                                      "expected the output of vqa score --format jsonl or json") from None
+                except RecursionError:
+                    raise UsageError(f"{name}, line {n}: nested too deeply to be a vqa record") from None
     for n, record in lines:
         if not isinstance(record, dict) or "path" not in record:
-            raise UsageError(f"{os.fsdecode(path)}, record {n}: not a vqa record (no 'path')")
+            raise UsageError(f"{name}, record {n}: not a vqa record (no 'path')")
+        problem = _hostile(record)
+        if problem is not None:
+            raise UsageError(f"{name}, {where} {n}: not a vqa record: {problem}")
     return [record for _, record in lines]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from vqa.aggregate import CATEGORIES
 from vqa.types import DEFECT_TYPES
+from vqa.words import counted
 
 from ._assets import SCRIPT, STYLE
 from ._data import HISTOGRAM_BIN
@@ -43,7 +44,8 @@ def embed_json(data: Any) -> str:
 
 def histogram_svg(bins: list[int], *, width: int = 420, height: int = 120) -> str:
     top = max(bins) if any(bins) else 1
-    bar = (width - 30) / len(bins)
+    plot = width - 40  # 25 px of counts on the left, 15 on the right for the "100" label's half
+    bar = plot / len(bins)
     parts = [f'<svg class="histogram" width="{width}" height="{height + 18}" viewBox="0 0 {width} {height + 18}" '
              'role="img"><title>score histogram</title>']
     for k, n in enumerate(bins):
@@ -52,9 +54,9 @@ def histogram_svg(bins: list[int], *, width: int = 420, height: int = 120) -> st
         h = height * n / top
         parts.append(f'<rect class="bar" x="{25 + k * bar:.1f}" y="{height - h:.1f}" width="{bar - 1:.1f}" '
                      f'height="{h:.1f}" fill="{CATEGORY_COLORS[name]}"><title>{lo}\u2013{lo + HISTOGRAM_BIN}: '
-                     f'{n} videos</title></rect>')
+                     f'{counted(n, "video")}</title></rect>')
     for s in range(0, 101, 20):
-        x = 25 + (width - 30) * s / 100
+        x = 25 + plot * s / 100
         parts.append(f'<text x="{x:.1f}" y="{height + 13}" font-size="10" text-anchor="middle" fill="#666">{s}</text>')
     parts.append(f'<text x="20" y="10" font-size="10" text-anchor="end" fill="#666">{top}</text></svg>')
     return "".join(parts)
@@ -74,7 +76,7 @@ def _setups(setups: list) -> str:
         name = " ".join(str(model.get(k)) for k in ("name", "version") if model.get(k) is not None)
         sha = str(model.get("sha256") or "")[:12]
         options = ", ".join(f"{k}={v}" for k, v in config.items())
-        rows.append(f"<tr><th>{_e(name)} <small>{_e(sha)}</small></th><td>{n} videos</td>"
+        rows.append(f"<tr><th>{_e(name)} <small>{_e(sha)}</small></th><td>{counted(n, 'video')}</td>"
                     f"<td style='text-align:left'>{_e(options)}</td></tr>")
     return f'<div class="card"><h2>Model and options</h2><table class="counts">{"".join(rows)}</table></div>'
 
@@ -83,7 +85,8 @@ def _summary(s: dict[str, Any]) -> str:
     status = [("videos", s["videos"]), ("ok", s["status"].get("ok", 0)), ("failed", s["status"].get("error", 0)),
               ("mean score", "\u2013" if s["mean_score"] is None else s["mean_score"]),
               ("with a timeline", s["with_timeline"])]
-    defects = [(t, f"{s['defect_videos'][t]} videos, {s['defect_segments'][t]} segments") for t in DEFECT_TYPES]
+    defects = [(t, f"{counted(s['defect_videos'][t], 'video')}, {counted(s['defect_segments'][t], 'segment')}")
+               for t in DEFECT_TYPES]
     errors = list(s["errors"].items()) or [("none", 0)]
     return ('<section id="summary"><div class="cards">'
             + _counts("Videos", status) + _counts("Categories", list(s["categories"].items()))

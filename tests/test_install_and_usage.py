@@ -114,8 +114,15 @@ def test_the_wheel_ships_both_precisions(clip, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VQA_MODEL_DIR")}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheels), str(src)], check=True, env=env, capture_output=True, timeout=300)
-    venv = tmp_path / "venv"  # the dependencies come from this interpreter's site-packages
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # The dependencies come from this interpreter's site-packages, by path. Not through
+    # --system-site-packages: made from a virtual environment's interpreter, that shows the
+    # base interpreter's packages, not this one's (cv2 was missing). Paths listed in a .pth
+    # are only added, their own .pth files (this checkout's editable install) are not run.
+    outer = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    (site_packages,) = (venv / "lib").glob("python*/site-packages")
+    (site_packages / "outer_site_packages.pth").write_text("\n".join(outer) + "\n")
     (wheel,) = wheels.glob("vqa-*.whl")
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
                    check=True, env=env, capture_output=True, timeout=300)
@@ -152,7 +159,8 @@ def test_the_public_api_is_documented():
                 VideoScore.to_dict, VideoScore.ok):
         assert (obj.__doc__ or "").strip(), obj
     fields = VideoScore.__dataclass_fields__
-    assert all(f"{name}:" in VideoScore.__doc__ for name in fields), [n for n in fields if f"{n}:" not in VideoScore.__doc__]
+    missing = [n for n in fields if f"{n}:" not in VideoScore.__doc__]
+    assert missing == []
 
 
 def test_readme_says_how_long_the_suite_takes_and_how_to_run_the_quick_part():

@@ -1,8 +1,8 @@
 """Time and peak memory of `vqa score` on each hostile file, one run per file (README figures).
 
-    cd tests && python measure_hostile.py [--workers 1] [NAME ...]
+    python scripts/measure_hostile.py [--workers 1] [NAME ...]
 
-Makes the cases of hostile.py and hostile2.py in a temporary folder, scores each one alone
+Makes the cases of hostile.py and hostile_streams.py in a temporary folder, scores each one alone
 through the command, and prints wall time, frames decoded, the parent's peak RSS and the
 decode worker's peak RSS (psutil, sampled every 20 ms). Needs psutil.
 """
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import psutil
 
-import hostile
-import hostile2
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's vqa; the fixtures' makers
+import hostile  # noqa: E402
+import hostile_streams  # noqa: E402
 
 
 def measure(path: str, workers: int, out: Path) -> dict:
@@ -52,7 +54,7 @@ def main() -> None:
     ap.add_argument("names", nargs="*")
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
-    cases = {**{k: v[0] for k, v in hostile.CASES.items()}, **{k: v[0] for k, v in hostile2.CASES.items()}}
+    cases = {**{k: v[0] for k, v in hostile.CASES.items()}, **{k: v[0] for k, v in hostile_streams.CASES.items()}}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name, make in cases.items():

@@ -3,8 +3,8 @@
 The actors are fakes that answer at once (no model, no decoding), so this times the driver
 alone: run_job, the dispatcher, Ray's calls and, with --store, the job store's commits.
 
-    cd tests && python measure_ray.py --paths 100000            # paths that need not exist
-    cd tests && python measure_ray.py --files 10000 --store      # real files: stat, fingerprint, SQLite
+    python scripts/measure_ray.py --paths 100000            # paths that need not exist
+    python scripts/measure_ray.py --files 10000 --store      # real files: stat, fingerprint, SQLite
 """
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ import resource
 import tempfile
 import time
 
+import sys
+from pathlib import Path
+
 import ray
 
-from vqa.job import run_job
-from vqa.jobstore import JobStore
-from vqa.ray_engine import NodeScorer, RayScorer
-from vqa.types import VideoInfo, VideoScore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's vqa
+from vqa.engine.ray import NodeScorer, RayScorer  # noqa: E402
+from vqa.job import run_job  # noqa: E402
+from vqa.jobstore import JobStore  # noqa: E402
+from vqa.types import VideoInfo, VideoScore  # noqa: E402
 
 CONFIG = {"sampling": "default", "backend": "openvino", "batch_size": 4, "decoder": "pyav",
           "precision": "fp32", "mode": "throughput"}
@@ -29,24 +33,25 @@ class FastNode(NodeScorer):
     """Answers every path with a record at once: an ok one for a file, else E_NOT_FOUND."""
 
     def __init__(self, options, cores, cwd=None):
+        from vqa.infer import model_files
         from vqa.model import load_model_spec
-        self.spec = load_model_spec(options.get("model_dir")).to_dict()
+        self.model = load_model_spec(options.model_dir).record(model_files(options.backend, options.precision))
         self.node = "fake"
 
     def describe(self):
-        return {"node": self.node, "pid": os.getpid(), "workers": 1, "threads": 1, "spec": self.spec,
+        return {"node": self.node, "pid": os.getpid(), "workers": 1, "threads": 1, "model": self.model,
                 "config": dict(CONFIG), "vqa": "fake"}
 
     async def score(self, path, split):
         try:
             st = os.stat(path)
         except OSError:
-            return VideoScore(path=path, status="error", model=self.spec, config=dict(CONFIG),
+            return VideoScore(path=path, status="error", model=self.model, config=dict(CONFIG),
                               error={"code": "E_NOT_FOUND", "message": f"no such file: {path}"})
         from vqa.files import fingerprint
         with open(path, "rb") as f:
             fp = fingerprint(f.fileno(), st.st_size)
-        return VideoScore(path=path, status="ok", score=50.0, category="fair", model=self.spec,
+        return VideoScore(path=path, status="ok", score=50.0, category="fair", model=self.model,
                           config=dict(CONFIG), video=VideoInfo(width=64, height=48, fps=25.0, duration_s=1.0, frame_count=25,
                                                                codec="h264", size_bytes=st.st_size,
                                                                mtime_ns=st.st_mtime_ns, fingerprint=fp))
@@ -82,7 +87,7 @@ def main() -> None:
     t0 = time.monotonic()
     first = None
     marks = {}
-    for k, outcome in enumerate(run_job(scorer, inputs, store=store, model=scorer.spec.to_dict(), config=CONFIG), 1):
+    for k, _outcome in enumerate(run_job(scorer, inputs, store=store, model=scorer.model, config=CONFIG), 1):
         if first is None:
             first = time.monotonic() - t0
         if k in (n // 10, n // 2, n):

@@ -1,4 +1,4 @@
-"""Issue 9, untrusted files and paths: shapes, lengths and canvases that lie (tests/hostile2.py),
+"""Issue 9, untrusted files and paths: shapes, lengths and canvases that lie (tests/hostile_streams.py),
 files swapped between the walk and the open, trees deeper than PATH_MAX, allocation failures.
 
 Through the real `vqa score` command, and the mechanisms underneath on their own."""
@@ -14,7 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 from hostile import good_clip
-from hostile2 import CASES, gif_huge_canvas, mkv_duration_10h
+from hostile_streams import CASES, gif_huge_canvas, mkv_duration_10h
 
 from vqa import cli
 from vqa.errors import InputError
@@ -37,7 +37,7 @@ def records_of(out) -> list[dict]:
 # --- items 1-4: each case gets its record, quickly, decoding a bounded number of frames ------
 
 @pytest.mark.slow
-def test_second_round_files_through_the_cli(tmp_path_factory, tmp_path, validate_record):
+def test_streams_that_lie_through_the_cli(tmp_path_factory, tmp_path, validate_record):
     root = tmp_path_factory.mktemp("uploads2")
     made = {}
     for name, (make, *_expected) in CASES.items():

@@ -1,6 +1,6 @@
 """What the content fingerprint costs a 10,000-file job (README figures).
 
-    cd tests && python measure_fingerprint.py FOLDER [--files 10000] [--mib 1]
+    python scripts/measure_fingerprint.py FOLDER [--files 10000] [--mib 1]
 
 Fills FOLDER with ``--files`` files of ``--mib`` MiB (distinct heads and tails), then times the
 identity of every file as the job store takes it: ``os.stat`` alone (the old identity) and
@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), HERE]  # this checkout's vqa, not an installed one
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(REPO, "tests")  # the test helpers: the fake scorer
+sys.path[:0] = [REPO, HERE]  # this checkout's vqa, not an installed one
 
 from vqa.jobstore import Identity  # noqa: E402
 
@@ -26,7 +27,7 @@ import sys
 sys.path.insert(0, {here!r})
 import vqa.cli
 from fakes import FakeScorer
-vqa.cli._make_scorer = FakeScorer
+vqa.cli.score._make_scorer = FakeScorer
 vqa.cli.main(sys.argv[1:])
 """
 

@@ -1,7 +1,4 @@
-"""``vqa report`` and the report step of ``vqa score --report``: click in, vqa.report_html out.
-
-Kept apart from vqa/cli.py so each stays short; like it, this only parses and calls the library.
-"""
+"""``vqa report`` and the report step of ``vqa score --report``: click in, vqa.report_html out."""
 from __future__ import annotations
 
 import os
@@ -10,22 +7,9 @@ import sys
 import click
 
 from vqa import outputs
+from vqa.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from vqa.errors import VQAError
-
-EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
-
-
-def report_collision(report: str, written: list[str | None], inputs) -> str | None:
-    """Why ``report`` cannot be written: it is the output, the job store, or an input."""
-    key = outputs.file_key(report)
-    for other in written:
-        if other is not None and outputs.file_key(other) == key:
-            return f"--report {report} is the same file as {other}; give it another path"
-    if key[0] == "inode":
-        for item in inputs:
-            if outputs.file_key(getattr(item, "path", item)) == key:
-                return f"--report {report} is also an input: writing it would destroy it"
-    return None
+from vqa.words import counted
 
 
 def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) -> None:
@@ -48,7 +32,7 @@ def write_html(records, out: str, *, thumbnails: int, quiet: bool, source: str) 
         if bar is not None:
             bar.close()
     if not quiet:
-        click.echo(f"vqa: report of {len(records)} videos written to {out}", err=True)
+        click.echo(f"vqa: report of {counted(len(records), 'video')} written to {out}", err=True)
 
 
 @click.command("report")
@@ -81,6 +65,9 @@ def report(results, out, thumbnails, quiet):
         sys.exit(EXIT_USAGE)
     try:
         write_html(records, out, thumbnails=thumbnails, quiet=quiet, source=f"from {os.fsdecode(results)}")
+    except VQAError as e:  # another job writes it, or it is no file to write
+        click.echo(f"error: {e.code}: {e.message}", err=True)
+        sys.exit(EXIT_USAGE)
     except OSError as e:
         click.echo(f"error: E_OUTPUT: cannot write {out}: {e.strerror}", err=True)
         sys.exit(EXIT_INTERNAL)

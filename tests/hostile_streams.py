@@ -11,7 +11,7 @@ from pathlib import Path
 
 import av
 import numpy as np
-from clips import textured_frames, write_clip
+from clips import textured_frames
 from hostile import mux_pngs, png_bytes
 
 H, W = 48, 64

@@ -3,6 +3,9 @@
     driver: run_job -> RayScorer.submit -> [least-loaded actor] -> NodeScorer (Ray actor)
                                                                   -> Scorer (vqa.pipeline), unchanged
 
+Both ends take one ``ScoreOptions`` (vqa.config): checked and resolved once on the driver, and
+each actor resolves its own workers and threads from its share of its node's cores.
+
 ``RayScorer`` has the surface ``run_job`` drives (``submit(path, split) -> Future``, ``spec``,
 ``config``, ``workers``, ``close``), so resume, ``--retry-failed``, ``--fail-fast``, progress
 and the summary are the local job's own code. Ray Core only (actors and tasks): no Ray Data.
@@ -23,6 +26,9 @@ A path that the driver can read but a node cannot (no shared filesystem there) g
 node's own ``E_NOT_FOUND``/``E_UNREADABLE`` with the node named in the message.
 
 Ray is imported only here, and only when a ``RayScorer`` is made (``engine="ray"``).
+
+Over 400 lines because the dispatcher thread (requests, actors, pings, retries) is one state
+machine that owns every Ray call; NodeScorer, the actor, is the first 50.
 """
 from __future__ import annotations
 
@@ -34,9 +40,15 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
-from .errors import BackendUnavailable, UsageError, VQAError
-from .types import VideoScore
+from ..codes import ErrorCode
+from ..config import ScoreOptions
+from ..errors import BackendUnavailable, UsageError, VQAError
+from ..futures import VideoFuture
+from ..inputs import path_arg
+from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
+from ..types import VideoScore
 
 RAY_EXTRA = "pip install 'vqa[ray]'"
 PING_S = 2.0  # how often each actor is asked for a ping
@@ -46,7 +58,7 @@ RECONCILE_S = 2.0  # how often the live nodes are compared with the actors on th
 WAIT_S = 0.05  # the dispatcher wakes at least this often (a new request waits at most this)
 CLOSE_S = 10.0  # an actor's Scorer gets this long to close before the actor is killed
 RETRIES = 1  # an actor death costs a video this many retries, then E_WORKER_CRASH
-NODE_ERRORS = ("E_NOT_FOUND", "E_UNREADABLE")  # what a node that cannot see a path says
+NODE_ERRORS = (ErrorCode.E_NOT_FOUND, ErrorCode.E_UNREADABLE)  # what a node that cannot see a path says
 
 
 def import_ray():
@@ -62,9 +74,8 @@ def import_ray():
 class NodeScorer:
     """The actor: one ``Scorer`` sized to ``cores`` of its node. Made remote by ``RayScorer``."""
 
-    def __init__(self, options: dict, cores: int, cwd: str | None = None):
-        from .pipeline import Scorer
-        from .threads import plan_threads
+    def __init__(self, options: ScoreOptions, cores: int, cwd: str | None = None):
+        from ..pipeline import Scorer
 
         # Relative paths mean what they mean to the driver (the same folders on every node),
         # also for the decode workers the Scorer spawns from here.
@@ -75,19 +86,14 @@ class NodeScorer:
                 self.cwd = cwd
             except OSError:
                 pass  # relative paths then fail here, with this node named
-        options = dict(options)
-        if options.get("workers") is None or options.get("threads") is None:
-            budget = plan_threads(workers=options.get("workers"), inference_threads=options.get("threads"),
-                                  cores=cores)
-            options["workers"], options["threads"] = budget.workers, budget.inference_threads
-        self.scorer = Scorer(**options)
+        self.scorer = Scorer(options, cores=cores)  # workers and threads: per actor, from its cores
         import ray
         self.node = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
 
     def describe(self) -> dict:
         import vqa
         return {"node": self.node, "pid": os.getpid(), "cwd": self.cwd, "workers": self.scorer.workers,
-                "threads": self.scorer.threads, "spec": self.scorer.spec.to_dict(),
+                "threads": self.scorer.threads, "model": dict(self.scorer.model),
                 "config": dict(self.scorer.config), "vqa": vqa.__file__}
 
     async def score(self, path: str, split: bool) -> VideoScore:
@@ -112,7 +118,7 @@ class _Request:
 
 @dataclass(eq=False)
 class _Actor:
-    handle: object
+    handle: Any  # a Ray actor handle
     node_id: str
     cores: int
     ready_ref: object  # describe(), until the actor is ready
@@ -134,27 +140,25 @@ class RayScorer:
     given, are per actor, else each actor plans them from its share of the node's cores.
     """
 
-    def __init__(self, *, address: str | None = None, actors_per_node: int = 1, hang_s: float = HANG_S,
-                 runtime_env: dict | None = None, node_class: type = NodeScorer, **options):
-        from .limits import check_limits
-        from .model import load_model_spec
-        from .pipeline import AUTO_BATCH_SIZE, _check_options
+    def __init__(self, options: ScoreOptions | None = None, /, *, address: str | None = None,
+                 actors_per_node: int = 1, hang_s: float = HANG_S, runtime_env: dict | None = None,
+                 node_class: type = NodeScorer, **kwargs):
+        from ..model import load_model_spec
 
+        if options is None:
+            options = ScoreOptions(**kwargs)
+        elif kwargs:
+            raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
+        self._lifecycle = Owner("RayScorer")
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
-        o = dict(backend="openvino", decoder="pyav", frames="default", batch_size="auto", precision="fp32",
-                 mode="throughput", workers=None, threads=None)
-        o.update(options)
-        _check_options(o["backend"], o["decoder"], o["frames"], o["batch_size"], o["threads"], o["precision"],
-                       o["mode"], o["workers"])  # refused here, before a cluster starts
-        check_limits(o.get("timeout_s", "auto"), o.get("worker_memory_mb", "auto"))
-        self.spec = load_model_spec(o.get("model_dir"))
-        batch_size = AUTO_BATCH_SIZE[o["mode"]] if o["batch_size"] == "auto" else o["batch_size"]
-        self.config = {"sampling": o["frames"], "backend": o["backend"], "batch_size": batch_size,
-                       "decoder": o["decoder"], "precision": o["precision"], "mode": o["mode"]}
-        if o.get("timeline"):  # as Scorer does: in config only when on
-            self.config["timeline"] = True
+        from ..infer import model_files
+
+        # Refused here, before a cluster starts; the record's config does not depend on cores.
+        self.config = options.resolve().record_config()
+        self.spec = load_model_spec(options.model_dir)
+        self.model = self.spec.record(model_files(options.backend, options.precision))
         self._options = options
         self.actors_per_node, self.hang_s = actors_per_node, hang_s
         self._started_ray = False
@@ -195,8 +199,12 @@ class RayScorer:
             path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
             runtime_env = {"env_vars": {"PYTHONPATH": path}}
         debug = os.environ.get("VQA_DEBUG", "") not in ("", "0")
+        # Ray's own warnings (its token authentication notice, on every run) are for whoever
+        # runs the cluster; a vqa user sees them with VQA_DEBUG=1. Errors still show.
+        level = logging.INFO if debug else logging.ERROR
+        logging.getLogger("ray").setLevel(level)
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
-                      logging_level=logging.INFO if debug else logging.WARNING, include_dashboard=False)
+                      logging_level=level, include_dashboard=False)
         try:
             self._ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError, RuntimeError) as e:
@@ -262,7 +270,7 @@ class RayScorer:
             if isinstance(cause, VQAError):  # the same error on every node: the job cannot run
                 raise cause from None
             return
-        if info["spec"] != self.spec.to_dict() or info["config"] != self.config:
+        if info["model"] != self.model or info["config"] != self.config:
             self._drop(actor)
             raise UsageError(f"node {info['node']} has another model or vqa version ({info['vqa']}): "
                              f"install the same vqa on every node")
@@ -290,8 +298,8 @@ class RayScorer:
         self._actors.remove(actor)
 
     def _crash_record(self, path: str, node: str) -> VideoScore:
-        return VideoScore(path=path, status="error", model=self.spec.to_dict(), config=dict(self.config),
-                          error={"code": "E_WORKER_CRASH",
+        return VideoScore(path=path, status="error", model=dict(self.model), config=dict(self.config),
+                          error={"code": ErrorCode.E_WORKER_CRASH,
                                  "message": f"the vqa actor scoring it died twice (last on node {node})"})
 
     @property
@@ -306,21 +314,28 @@ class RayScorer:
     # -- any thread ----------------------------------------------------------------------
 
     def submit(self, path, split: bool = False) -> Future:
-        from .pipeline import _path
-
-        path = path if isinstance(path, str) else _path(path)
-        future: Future = Future()
+        self._lifecycle.check()
+        path = path if isinstance(path, str) else path_arg(path)
+        future: Future = VideoFuture()
         with self._lock:
             if self._closed or self.broken is not None:
                 raise RuntimeError("this Scorer is closed" if self._closed else f"the Ray engine failed: {self.broken}")
             self._pending.put(_Request(path, split, future))
-        future.add_done_callback(lambda f: f.cancelled() and self._pending.put(f))
+        future.add_done_callback(self._on_done)
         return future
+
+    def _on_done(self, future: Future) -> None:
+        if future.cancelled():
+            self._pending.put(future)
 
     def score(self, path) -> VideoScore:
         return self.submit(path, split=True).result()
 
     def close(self) -> None:
+        if not self._lifecycle.here:  # a forked child's copy: the actors and thread are the parent's
+            self._closed = True
+            return
+        refuse_on_engine_thread("close()")
         with self._lock:
             if self._closed:
                 return
@@ -341,6 +356,7 @@ class RayScorer:
     # -- the dispatcher thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        mark_engine_thread()
         try:
             while not self._stop:
                 self._take()
@@ -452,7 +468,7 @@ class RayScorer:
         if record.status == "error" and record.error and record.error.get("code") in NODE_ERRORS:
             if os.access(record.path, os.R_OK):
                 record.error = dict(record.error, message=(
-                    f"{record.error['message']} (on node {actor.info['node']}; the driver can read it: "
+                    f"{record.error['message']} (on node {actor.info and actor.info['node']}; the driver can read it: "
                     f"every node must see the same files, e.g. through a shared filesystem)"))
         return record
 

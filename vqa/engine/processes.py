@@ -1,297 +1,30 @@
-"""Decode workers: processes that open videos, decode the planned frames and write fragment
-views into the shared-memory ring (vqa.batch).
-
-Each worker is a spawned process (no inherited decoder or thread state; FFmpeg's threads and
-PyTorch's pools do not mix with fork). Decoders are opened inside the worker with one FFmpeg
-thread (and one OpenCV thread), so N workers use N cores and never oversubscribe. Messages
-to the parent are the typed records below: ``Ready`` once at start-up, then for each task
-``Probed`` (a probe's answer) or ``Batch`` messages and ``Done``, or ``Failed``. The pool
-adds ``Crashed`` and ``TimedOut`` for tasks whose worker died or ran past its limit.
-
-A worker limits its own address space (``RLIMIT_AS``) at start-up when asked to: an allocation
-beyond it raises ``MemoryError`` there, reported as ``E_MEMORY_LIMIT``, instead of letting a
-runaway decoder push the machine into the kernel's OOM killer.
+"""The parent's side of the decode workers: ``WorkerPool`` starts them, hands tasks to ready
+ones, and notices deaths and overruns (vqa.engine.worker is the child's side).
 """
 from __future__ import annotations
 
-import math
 import os
 import signal
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
+from typing import Any
 
-from .batch import RingSpec, RingWriter
-from .decode import open_video
-from .errors import UsageError, VQAError
-from .limits import out_of_memory
-from .preprocess import FrameStats, fragments, frame_stats
-from .types import SamplePlan, VideoInfo
+from ..batch import RingSpec
+from ..codes import ErrorCode
+from ..errors import UsageError, VQAError
+from ..preprocess import TRAINING, Geometry
+from .messages import Batch, Crashed, Done, Failed, Probed, Ready, TimedOut
+from .worker import EXIT_UNGUARDED_SCRIPT, UNGUARDED_MESSAGE, WORKER_NAME, worker_main
 
-PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 BOOT_TIMEOUT_S = 60.0  # a spawned worker that has not said "ready" by then is stuck: replace it
 MAX_BOOT_FAILURES = 3  # workers dying one after another before "ready": give up, do not loop
 # Address space a worker needs beyond what it maps at start-up, to decode anything at all:
 # measured, 1080p H.264 every frame peaked 174 MiB above the start (README, Isolation).
 WORKER_HEADROOM_MB = 256
-# The exit status of a worker that found itself re-running the user's script: the script
-# made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).
-EXIT_UNGUARDED_SCRIPT = 78
-UNGUARDED_MESSAGE = (
-    "the script that uses vqa.Scorer (or vqa.score) with decode workers must create it inside "
-    "an `if __name__ == \"__main__\":` block: each worker is a spawned process that imports "
-    "the script again, and there it would start workers of its own. Add the guard, or pass "
-    "workers=0 to decode in this process")
-
-
-@dataclass(frozen=True)
-class ProbeTask:
-    task_id: int
-    path: str
-    decoder: str
-    want_keyframes: bool
-    timeout_s: float | None = None  # enforced by the parent (WorkerPool), from when a worker takes it
-
-
-@dataclass(frozen=True)
-class DecodeTask:
-    task_id: int
-    path: str
-    decoder: str
-    plan: SamplePlan  # the runs of this segment only
-    run_offset: int  # index of the segment's first run in the video's plan
-    open_end: bool  # the video's last segment: its last run may read to the end of the stream
-    threads: int = 1  # FFmpeg threads: more than 1 only when a video could not be split
-    timeout_s: float | None = None  # enforced by the parent (WorkerPool), from when a worker takes it
-
-
-@dataclass(frozen=True)
-class FrameMeta:
-    run: int
-    pts_s: float
-    stats: FrameStats
-
-
-# --- messages to the parent ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Ready:
-    """Once, at start-up: the worker takes tasks now. ``address_space_mb``: what it maps already
-    (None where /proc cannot say), to check a memory limit against."""
-    pid: int
-    address_space_mb: int | None
-
-
-@dataclass(frozen=True)
-class Probed:
-    task_id: int
-    info: VideoInfo
-    keyframes_s: list[float] | None
-
-
-@dataclass(frozen=True)
-class Batch:
-    """``len(frames)`` views are in ring slot ``slot``; the parent releases it when done."""
-    task_id: int
-    slot: int
-    frames: list[FrameMeta]
-
-
-@dataclass(frozen=True)
-class Done:
-    task_id: int
-    frames_decoded: int
-    decode_errors: int
-    warnings: list[str]
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The task failed; the video gets an error record."""
-    task_id: int
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Crashed:
-    """From the pool: the task's worker died (killed, segfault); it was replaced."""
-    task_id: int
-    exitcode: int | None
-
-
-@dataclass(frozen=True)
-class TimedOut:
-    """From the pool: the task ran past its limit; its worker was killed and replaced."""
-    task_id: int
-    elapsed_s: float
-
-
-WORKER_NAME = "vqa-decode"
-KEYFRAME_SCAN_PACKETS = 20_000  # about 13 min at 25 fps; longer videos are split blind
-
-
-def _parent_alive(parent: int = os.getppid()) -> bool:
-    # The default is taken when a spawned worker imports this module: its parent's pid.
-    return os.getppid() == parent
-
-
-class _Stop(Exception):
-    """The parent said stop, or is gone."""
-
-
-class _Link:
-    """A worker's end of its private pipe, and the ring slots it may fill.
-
-    Private pipes, not shared queues: a shared queue's lock dies with a worker killed while
-    holding it and then blocks every other worker for good.
-    """
-
-    def __init__(self, conn, slots):
-        self.conn = conn
-        self.free = list(slots)
-        self.tasks: list = []
-
-    def _receive(self, timeout_s: float) -> None:
-        if not self.conn.poll(timeout_s):
-            if not _parent_alive():
-                raise _Stop
-            return
-        msg = self.conn.recv()
-        if msg is None:
-            raise _Stop
-        if msg[0] == "release":
-            self.free.append(msg[1])
-        else:
-            self.tasks.append(msg[1])
-
-    def next_task(self):
-        while not self.tasks:
-            self._receive(PARENT_CHECK_S)
-        return self.tasks.pop(0)
-
-    def acquire(self) -> int:
-        """A free slot of this worker's; waits for the parent to release one (back-pressure)."""
-        while not self.free:
-            self._receive(PARENT_CHECK_S)
-        return self.free.pop()
-
-    def send(self, msg) -> None:
-        self.conn.send(msg)
-
-
-def _decode(task: DecodeTask, link: _Link, ring: RingWriter) -> None:
-    slot, metas = None, []
-    try:
-        with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
-            for frame in reader.read(task.plan, open_end=task.open_end):
-                if slot is None:
-                    slot = link.acquire()
-                ring.slot(slot)[len(metas)] = fragments(frame.rgb)
-                metas.append(FrameMeta(task.run_offset + frame.run, frame.pts_s, frame_stats(frame.rgb)))
-                if len(metas) == ring.spec.batch_size:
-                    link.send(Batch(task.task_id, slot, metas))
-                    slot, metas = None, []
-            if metas:
-                link.send(Batch(task.task_id, slot, metas))
-                slot = None
-            link.send(Done(task.task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
-    finally:
-        if slot is not None:  # taken but not handed over (an error mid-batch): keep it
-            link.free.append(slot)
-
-
-def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
-    """Cap this process's address space at ``memory_mb`` MiB plus the ring's mapping.
-
-    The ring is the parent's shared memory, sized by it, so it is added rather than counted
-    against the worker's own budget. Only the soft limit is set, never above the hard one."""
-    if not memory_mb:
-        return
-    import resource
-
-    limit = (memory_mb << 20) + ring_spec.slots * math.prod(ring_spec.slot_shape)  # uint8 views
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-# issue 9: OpenCV's allocation failures count too; one definition for workers and in-process.
-_out_of_memory = out_of_memory
-
-
-def _run(task, link: _Link, ring: RingWriter) -> None:
-    if isinstance(task, ProbeTask):
-        with open_video(task.path, backend=task.decoder, threads=1) as reader:
-            info = reader.info
-            keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
-        link.send(Probed(task.task_id, info, keyframes))
-    else:
-        _decode(task, link, ring)
-
-
-def guard_spawned_import() -> None:
-    """Called where a Scorer with workers is made: inside a decode worker, that means the
-    user's script is being imported again by the spawn start method, with no
-    ``if __name__ == "__main__":`` guard. Say so and exit with a status the parent knows."""
-    import multiprocessing as mp
-    import sys
-
-    # While a spawned child imports the main script, multiprocessing marks it "_inheriting"
-    # (its own check for this mistake reads the same flag); the name is set just before.
-    me = mp.current_process()
-    if getattr(me, "_inheriting", False) and me.name == WORKER_NAME:
-        print(f"vqa: error: {UNGUARDED_MESSAGE}", file=sys.stderr)
-        sys.exit(EXIT_UNGUARDED_SCRIPT)
-
-
-def _address_space_mb() -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) >> 10
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
-                opencv_threads: int = 1) -> None:
-    """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
-    import cv2  # loaded already by the preprocess stage; its own pool would take every core
-
-    cv2.setNumThreads(opencv_threads)
-    link, ring = _Link(conn, slots), RingWriter(ring_spec)
-    # After the ring is mapped: a failed attach would unlink the parent's segment (CPython's
-    # SharedMemory does that on any OSError while opening it).
-    _limit_memory(memory_mb, ring_spec)
-    try:
-        link.send(Ready(os.getpid(), _address_space_mb()))
-        while True:
-            task = link.next_task()
-            error = None
-            try:
-                _run(task, link, ring)
-            except (_Stop, BrokenPipeError, EOFError):
-                raise
-            except Exception as e:  # a decoder fault on one file must not take the worker down
-                if _out_of_memory(e):
-                    error = ("E_MEMORY_LIMIT", f"the decode worker ran out of memory on it "
-                                               f"(worker_memory_mb={memory_mb or 'no limit'}): {type(e).__name__}")
-                elif isinstance(e, VQAError):
-                    error = (e.code, e.message)
-                else:
-                    error = ("E_INTERNAL", f"{type(e).__name__}: {e}")
-            if error is not None:  # sent outside the handler: the traceback's memory is free again
-                link.send(Failed(task.task_id, *error))
-    except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
-        return  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
-    finally:
-        ring.close()
-        conn.close()
 
 
 def _descendants(pid: int) -> list[int]:
@@ -318,14 +51,31 @@ def _descendants(pid: int) -> list[int]:
 @dataclass
 class _Worker:
     slots: range
-    process: object = None
-    conn: object = None
+    process: Any = None  # a multiprocessing Process of the pool's context
+    conn: Any = None  # the parent's end of its pipe
     ready: bool = False  # said "ready": tasks may go to it
     task_id: int | None = None  # the task it is running
     started_s: float = 0.0  # monotonic time the task (or, while booting, the process) started
     deadline_s: float | None = None  # monotonic; pushed back by the time spent blocked on the parent
     blocked_since_s: float | None = None  # every slot of its is with the parent (back-pressure)
     blocked_total_s: float = 0.0
+
+
+# Pools alive in this process. In a forked child their workers are still listed as children by
+# multiprocessing, whose exit hook would SIGTERM them (they are the parent's): the child forgets them.
+_pools: weakref.WeakSet = weakref.WeakSet()
+
+
+def _forget_parents_workers() -> None:
+    import multiprocessing.process as mp_process
+
+    for pool in list(_pools):
+        for w in pool._workers:
+            mp_process._children.discard(w.process)  # type: ignore[attr-defined]  # what its exit hook walks
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_workers)
 
 
 class WorkerPool:
@@ -346,8 +96,11 @@ class WorkerPool:
     """
 
     def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int,
-                 memory_mb: int | None = None):
+                 memory_mb: int | None = None, geometry: Geometry = TRAINING):
         self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
+        self._geometry = geometry  # the model's (vqa.model.ModelSpec.preprocessing)
+        self._pid = os.getpid()
+        _pools.add(self)
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
@@ -362,7 +115,8 @@ class WorkerPool:
     def _spawn(self, w: _Worker) -> None:
         parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
-        w.process = self._ctx.Process(target=worker_main, args=(child_end, self._spec, free, self._memory_mb),
+        w.process = self._ctx.Process(target=worker_main,
+                                      args=(child_end, self._spec, free, self._memory_mb, 1, self._geometry),
                                       daemon=True, name=WORKER_NAME)
         w.process.start()
         child_end.close()
@@ -388,7 +142,7 @@ class WorkerPool:
             self._boot_failures += 1
             if self._boot_failures >= MAX_BOOT_FAILURES:
                 raise VQAError(f"decode workers die while starting (exit code {w.process.exitcode}); their "
-                               f"error is on stderr", code="E_WORKER_CRASH")
+                               f"error is on stderr", code=ErrorCode.E_WORKER_CRASH)
         code = w.process.exitcode
         w.conn.close()
         self._spawn(w)
@@ -524,6 +278,9 @@ class WorkerPool:
         return self._overrun()
 
     def close(self) -> None:
+        if os.getpid() != self._pid:  # a forked child's copy: the workers are the parent's children
+            self._workers.clear()
+            return
         for w in self._workers:
             if w.task_id is not None:  # busy: it would read the stop only after its task
                 w.process.kill()

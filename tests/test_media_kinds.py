@@ -1,0 +1,114 @@
+"""Issue 17, media: rotation in ffprobe's convention, cover art is no video stream, a cut MP4
+is told as one, and a folder walk takes every container the decoders read (MXF included)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import av
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from clips import textured_frames, write_clip
+
+from vqa import Scorer, cli
+from vqa.inputs import VIDEO_EXTENSIONS
+
+DECODERS = ["pyav", "opencv"]
+
+
+@pytest.fixture(scope="module", params=DECODERS)
+def scorer(request):
+    with Scorer(workers=0, threads=1, frames=8, decoder=request.param) as s:
+        yield s
+
+
+def _ffmpeg_rotation(path) -> float:
+    """What ffprobe prints as the stream's "rotation": FFmpeg's av_display_rotation_get of the
+    display matrix, which PyAV gives as a decoded frame's ``rotation``."""
+    with av.open(str(path)) as c:
+        return next(c.decode(video=0)).rotation
+
+
+@pytest.mark.parametrize("turn", [90, -90, 180])
+def test_rotation_is_ffprobes(scorer, tmp_path, turn):
+    path = tmp_path / "phone.mp4"
+    write_clip(path, textured_frames(12, 96, 128), rotation=turn)
+    ffprobe = _ffmpeg_rotation(path)
+    record = scorer.score(str(path)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert record["video"]["rotation"] == ffprobe % 360 == turn % 360
+    (warning,) = [w for w in record["warnings"] if w.startswith("W_ROTATED")]
+    assert f"{turn % 360} degree counter-clockwise" in warning
+
+
+def _cover_art_audio(path):
+    """An audio-only MP4 with cover art: an attached picture, listed by FFmpeg as a video stream."""
+    ok, jpeg = cv2.imencode(".jpg", np.full((64, 64, 3), 128, np.uint8))
+    with av.open(str(path), "w") as c:
+        audio = c.add_stream("aac", rate=8000)
+        cover = c.add_stream("mjpeg")
+        cover.width = cover.height = 64
+        cover.pix_fmt = "yuvj420p"
+        cover.disposition = av.stream.Disposition.attached_pic
+        tone = (np.sin(np.arange(1024) / 5) * 1000).astype(np.int16)[None, :]
+        for i in range(20):
+            frame = av.AudioFrame.from_ndarray(tone, format="s16", layout="mono")
+            frame.sample_rate, frame.pts = 8000, i * 1024
+            for packet in audio.encode(frame):
+                c.mux(packet)
+        picture = av.Packet(jpeg.tobytes())
+        picture.stream, picture.pts, picture.dts = cover, 0, 0
+        c.mux(picture)
+        for packet in audio.encode():
+            c.mux(packet)
+
+
+def test_cover_art_is_no_video_stream(scorer, tmp_path):
+    path = tmp_path / "podcast.mp4"
+    _cover_art_audio(path)
+    record = scorer.score(str(path)).to_dict()
+    assert record["status"] == "error" and record["error"]["code"] == "E_NO_VIDEO_STREAM", record
+    assert record["score"] is None
+
+
+def test_a_cut_mp4_is_told_as_cut_not_as_a_playlist(tmp_path):
+    whole = tmp_path / "whole.mp4"
+    write_clip(whole, textured_frames(25, 96, 128))  # the index (moov) at the end, as most encoders write it
+    cut = tmp_path / "upload.mp4"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        error = s.score(str(cut)).to_dict()["error"]
+    assert error["code"] == "E_NOT_VIDEO"
+    assert "cut short" in error["message"] and "no index" in error["message"]
+    assert "playlist" not in error["message"] and "concat" not in error["message"]
+
+
+def test_a_folder_walk_takes_mxf_and_the_help_lists_what_it_takes(tmp_path):
+    folder = tmp_path / "broadcast"
+    folder.mkdir()
+    write_clip(folder / "programme.mxf", textured_frames(25, 576, 720), codec="mpeg2video", options={})
+    write_clip(folder / "promo.mp4", textured_frames(12, 96, 128))
+    result = CliRunner().invoke(cli.cli, ["score", str(folder), "--format", "jsonl", "--workers", "0",
+                                          "--frames", "8"])
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["path"].rsplit("/", 1)[1] for r in records] == ["programme.mxf", "promo.mp4"]
+    assert all(r["status"] == "ok" for r in records), records
+    help_text = " ".join(CliRunner().invoke(cli.cli, ["score", "--help"]).stdout.split())
+    assert all(ext in help_text.split() or f"{ext})" in help_text or f"({ext}" in help_text
+               for ext in VIDEO_EXTENSIONS)
+
+
+def test_every_walked_extension_opens_with_the_demuxer_the_decoders_allow(tmp_path):
+    # One clip per family, renamed to each extension of its family: FFmpeg's probe, held to the
+    # whitelist, opens it (the extension is only the walk's filter; the content decides).
+    mp4, mkv = tmp_path / "a.mp4", tmp_path / "a.mkv"
+    write_clip(mp4, textured_frames(6, 48, 64))
+    write_clip(mkv, textured_frames(6, 48, 64))
+    with Scorer(workers=0, threads=1, frames=4) as s:
+        for ext in ("m4v", "3gp", "3g2", "mj2", "mov"):
+            shutil.copy(mp4, tmp_path / f"x.{ext}")
+            assert s.score(str(tmp_path / f"x.{ext}")).status == "ok", ext
+        shutil.copy(mkv, tmp_path / "x.webm")
+        assert s.score(str(tmp_path / "x.webm")).status == "ok"

@@ -1,0 +1,54 @@
+"""The numbers a user reads about the model come from models/metrics.json, not from a copy."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vqa.model import load_model_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = json.loads((ROOT / "models" / "metrics.json").read_text())
+README = (ROOT / "README.md").read_text()
+CARD = (ROOT / "models" / "README.md").read_text()
+V3 = METRICS["targets"]["model_3"]
+
+
+def quoted() -> dict[str, str]:
+    """Each measured number as the documents write it."""
+    int8 = METRICS["int8_vs_fp32"]
+    return {
+        "INT8 mean": f"{int8['mean_abs_score_diff']:.2f}",
+        "INT8 max": f"{int8['max_abs_score_diff']:.1f}",
+        "SRCC": f"{V3['srcc_vs_vmaf_technical']['value']:.3f}",
+        "ladders": f"{100 * V3['ladders_falling_from_clean']['all_families']:.1f}%",
+        "macro-F1": f"{METRICS['macro_f1_eight_types']:.3f}",
+        "categories": f"{100 * V3['category_within_one_band']['viewer_vmaf']:.1f}%",
+    }
+
+
+@pytest.mark.parametrize("name", list(quoted()))
+@pytest.mark.parametrize("doc", ["README.md", "models/README.md"])
+def test_documents_quote_metrics_json(doc, name):
+    text = README if doc == "README.md" else CARD
+    assert quoted()[name] in text, f"{doc} does not quote {name} = {quoted()[name]} from models/metrics.json"
+
+
+def test_the_readme_states_int8_distance_once_and_as_measured():
+    # Issue 16: the README gave 0.6 in one place and 0.31 in another.
+    for stale in ("0.6 points from fp32", "within 0.31 points", "about a point"):
+        assert stale not in README
+
+
+def test_the_card_is_for_the_shipped_model():
+    manifest = json.loads((ROOT / "models" / "vqa.json").read_text())
+    assert CARD.startswith(f"# Model card: {manifest['name']} {manifest['version']}")
+
+
+def test_the_thresholds_in_use_are_the_calibrated_ones():
+    chosen = json.loads((ROOT / "models" / "calibration.json").read_text())["chosen"]
+    decision = load_model_spec(ROOT / "models").decision
+    for kind, row in chosen.items():
+        assert decision.defect_probability[kind] == row["threshold"]
+    assert decision.dark_luma_p98 == chosen["dark"].get("luma_p98_bound")

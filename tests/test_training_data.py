@@ -1,0 +1,111 @@
+"""The training data's rules (scripts/): the content manifest, PolyU's split, labels, the noise target."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import content  # noqa: E402
+import make_dataset as md  # noqa: E402
+import synth  # noqa: E402
+import targets  # noqa: E402
+
+
+def test_the_manifest_names_every_folder_with_a_licence_and_ships_nothing():
+    m = json.loads(content.MANIFEST.read_text())
+    assert m["ships"] is False
+    folders = {e["file"].split("/")[0] for e in m["files"]}
+    assert folders == set(content.LICENCES)
+    assert all(len(e["sha256"]) == 64 and e["licence"] for e in m["files"])
+
+
+def test_check_finds_a_changed_a_missing_and_an_unlisted_file(tmp_path, monkeypatch):
+    root = tmp_path / "content"
+    (root / "set5").mkdir(parents=True)
+    for name in ("a.png", "b.png"):
+        (root / "set5" / name).write_bytes(name.encode())
+    monkeypatch.setattr(content, "MANIFEST", tmp_path / "manifest.json")
+    content.write_manifest(root)
+    assert content.check(root) == []
+    (root / "set5" / "a.png").write_bytes(b"changed")
+    (root / "set5" / "b.png").unlink()
+    (root / "set5" / "c.png").write_bytes(b"new")
+    assert content.check(root) == ["missing: set5/b.png", "not in the manifest: set5/c.png",
+                                   "sha256 differs: set5/a.png"]
+
+
+def test_polyu_crops_share_their_scene_with_its_mean_image():
+    assert content.polyu_scene("Canon80D_compr_mean") == content.polyu_scene("Canon80D_8_8_6400_comproom_3")
+    assert content.polyu_scene("Nikon_800_carbi_mean").startswith("polyu/nikon8")
+    assert content.polyu_scene("Canon80D_compr_mean") != content.polyu_scene("Canon80D_print_mean")
+
+
+def test_the_noise_penalty_starts_at_zero_and_grows_with_the_noise():
+    p = md.noise_penalty(np.array([0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0]))
+    assert p[0] == 0.0 and np.all(np.diff(p) > 0) and p[-1] < md.NOISE_PENALTY_MAX
+
+
+def test_noise_sigma_measures_what_was_added_and_nothing_else():
+    rng = np.random.default_rng(0)
+    clean = rng.integers(40, 200, (3, 64, 64, 3)).astype(np.uint8)
+    assert np.all(synth.noise_sigma(clean, clean) == 0)
+    noisy = np.clip(clean + rng.normal(0, 6, clean.shape), 0, 255).astype(np.uint8)
+    got = synth.noise_sigma(noisy, clean)
+    assert np.all((got > 3) & (got < 7))  # luma mixes the channels' independent noise down
+    assert np.all(synth.noise_sigma(np.clip(clean.astype(int) + 9, 0, 255).astype(np.uint8), clean) < 0.5)
+
+
+def x_of(luma: float) -> np.ndarray:
+    return np.full((2, 32, 32, 3), luma, np.uint8)
+
+
+@pytest.mark.parametrize("spec, luma, expected", [
+    ({"night": 2.2}, 30, {"dark": 0, "overexposed": 0}),  # a night scene as shot is clean
+    ({"night": 0.5}, 215, {"dark": 0, "overexposed": 0}),  # snow, sky, a white page too
+    ({"exposure": [0.3, 1.4]}, 30, {"dark": 1}),
+    ({"exposure": [2.5, 0.8]}, 220, {"overexposed": 1}),
+    ({"shake": [20.0, 0.8, 0.0]}, 120, {"blur": 1}),
+    ({"focus": [6.0, 0]}, 120, {"blur": 1}),
+    ({"focus": [1.0, 0]}, 120, {"blur": -1}),
+    ({"smear": [40.0, 3.0]}, 120, {"blur": -1, "noise": 0}),
+])
+def test_labels_follow_what_was_applied(spec, luma, expected):
+    labels = dict(zip(("blur", "noise", "compression", "low_resolution", "dark", "overexposed"),
+                      md.defect_labels(spec, x_of(luma), vmaf_codec=95.0, sigma_eff=0.0)))
+    assert {k: labels[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("sigma_eff, expected", [(0.5, 0), (1.5, -1), (3.0, 1)])
+def test_real_noise_is_labelled_by_what_survived_the_codec(sigma_eff, expected):
+    noisy = md.defect_labels({"pair": True}, x_of(120), vmaf_codec=95.0, sigma_eff=sigma_eff)
+    assert noisy[1] == expected
+    clean_half = md.defect_labels({"pair": True, "pair_clean": True}, x_of(120), vmaf_codec=95.0, sigma_eff=0.0)
+    assert clean_half[1] == 0
+
+
+def test_camera_shake_moves_by_whole_pixels_within_its_amplitude():
+    path = synth.shake_path(8, 5.0, np.random.default_rng(1))
+    assert path.shape == (8, 2) and np.all(path == np.round(path)) and np.abs(path).max() <= 5.0
+    frames = np.random.default_rng(2).integers(0, 256, (2, 40, 40, 3)).astype(np.uint8)
+    moved = synth.translate(frames, np.array([[0, 0], [3, -2]]))
+    assert np.array_equal(moved[0], frames[0])
+    assert np.array_equal(moved[1][5:30, 8:35], frames[1][7:32, 5:32])
+
+
+def test_defocus_keeps_brightness_and_softens_edges():
+    frame = np.zeros((1, 40, 40, 3), np.uint8)
+    frame[:, :, 20:] = 200
+    out = synth.defocus(frame, [4.0])
+    assert abs(float(out.mean()) - float(frame.mean())) < 1.0
+    assert 0 < out[0, 20, 18, 0] < 200
+
+
+def test_bands_and_the_viewers_vmaf():
+    assert [targets.band(v) for v in (95, 90, 75, 55, 35, 10)] == [0, 0, 1, 2, 3, 4]
+    dark = {"vmaf": 96.0, "target": 96.0, "vmaf_pristine": 12.0}
+    noisy = {"vmaf": 97.0, "target": 85.0}
+    assert targets.viewer_vmaf(dark) == 12.0 and targets.viewer_vmaf(noisy) == 85.0

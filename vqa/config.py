@@ -1,0 +1,315 @@
+"""The scoring options: one frozen dataclass, the one home of each option's default, choices,
+bounds, command-line flag and help.
+
+    ScoreOptions(...)          what a caller asked for ("auto" and None where it left the choice)
+      .validate()              every check, once: UsageError / BackendUnavailable
+      .resolve(cores)          every "auto" and None decided -> Resolved (what the engine runs)
+        .record_config()       the ``config`` block of each record (and the job store's key)
+
+``vqa.cli`` makes its ``vqa score`` flags from the fields' metadata, ``Scorer``, ``RayScorer``,
+``vqa bench`` and the folder job take a ``ScoreOptions``; none of them re-defaults or
+re-checks an option.
+
+>>> o = ScoreOptions(mode="latency", workers=2, threads=1)
+>>> r = o.resolve(cores=4)
+>>> r.batch_size, r.workers, r.threads, r.worker_memory_mb
+(1, 2, 1, 4096)
+>>> r.record_config()  # doctest: +NORMALIZE_WHITESPACE
+{'sampling': 'default', 'backend': 'openvino', 'batch_size': 1, 'decoder': 'pyav',
+ 'precision': 'fp32', 'mode': 'latency'}
+>>> ScoreOptions(batch_size=0).validate()
+Traceback (most recent call last):
+...
+vqa.errors.UsageError: batch_size must be 'auto' or an integer in 1..256, got 0
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from . import decode
+from .errors import BackendUnavailable, UsageError
+from .infer import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES, PRECISIONS
+from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
+from .sample import FRAME_MODES
+from .threads import plan_threads
+
+MAX_BATCH_SIZE = 256
+# batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
+# OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
+# the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
+AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
+ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
+DECODERS = tuple(decode.KNOWN_BACKENDS)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- each option's check: None when the value is fine, else the message ---------------------
+
+def _one_of(name: str, choices) -> Any:
+    return lambda v: None if v in choices else f"unknown {name} {v!r}; choose one of {', '.join(choices)}"
+
+
+def _check_frames(v: Any) -> str | None:
+    if v in FRAME_MODES or (_is_int(v) and v >= 1):
+        return None
+    return f"frames must be 'default', 'all' or an integer >= 1, got {v!r}"
+
+
+def _check_batch_size(v: Any) -> str | None:
+    if v == "auto" or (_is_int(v) and 1 <= v <= MAX_BATCH_SIZE):
+        return None
+    return f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {v!r}"
+
+
+def _check_workers(v: Any) -> str | None:
+    if v is None or (_is_int(v) and v >= 0):
+        return None
+    return f"workers must be an integer >= 0 (0: decode in this process), got {v!r}"
+
+
+def _check_threads(v: Any) -> str | None:
+    return None if v is None or (_is_int(v) and v >= 1) else f"threads must be an integer >= 1, got {v!r}"
+
+
+def _check_timeout(v: Any) -> str | None:
+    if v in ("auto", None) or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                               and v >= 0):
+        return None
+    return f"timeout_s must be 'auto', None or 0 (no limit), or seconds > 0, got {v!r}"
+
+
+def _check_memory(v: Any) -> str | None:
+    if v in ("auto", None, 0) or (_is_int(v) and v >= MIN_WORKER_MEMORY_MB):
+        return None
+    return (f"worker_memory_mb must be 'auto', None or 0 (no limit), or an integer >= "
+            f"{MIN_WORKER_MEMORY_MB} (MiB), got {v!r}")
+
+
+def _check_model_dir(v: Any) -> str | None:
+    ok = v is None or isinstance(v, (str, os.PathLike))
+    return None if ok else f"model_dir must be a path, got {v!r}"
+
+
+def _check_timeline(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"timeline must be True or False, got {v!r}"
+
+
+# -- each option's parser of command-line text (ValueError: the message) -----------------------
+
+def _parse_frames(text: str) -> int | str:
+    text = text.strip().lower()
+    if text in FRAME_MODES:
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not 'default', 'all' or a whole number of frames") from None
+    if n < 1:
+        raise ValueError(f"frame count must be at least 1, got {n}")
+    return n
+
+
+def _parse_batch_size(text: str) -> int | str:
+    text = text.strip().lower()
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not 'auto' or a whole number") from None
+    if not 1 <= n <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch size must be in 1..{MAX_BATCH_SIZE}, got {n}")
+    return n
+
+
+def _parse_timeout(text: str) -> float | str | None:
+    text = text.strip().lower()
+    if text == "auto":
+        return text
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not 'auto' or a number of seconds") from None
+    if not seconds >= 0:  # also refuses nan
+        raise ValueError(f"timeout must be >= 0 seconds (0: none), got {text}")
+    return seconds or None
+
+
+def _parse_memory(text: str) -> int | str | None:
+    text = text.strip().lower()
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not 'auto' or a whole number of MiB") from None
+    if n < 0:
+        raise ValueError(f"{n} is not in the range x>=0")
+    return n or None
+
+
+def _parse_count(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a valid integer") from None
+        if n < minimum:
+            raise ValueError(f"{n} is not in the range x>={minimum}")
+        return n
+    return parse
+
+
+def _option(default: Any, check, *, flag: str | None = None, help: str = "", parse=None, choices=None,
+            metavar: str | None = None, show_default: bool = False, existing_dir: bool = False) -> Any:
+    """A field with its check and, for the command line, its flag, help and parser (``parse``:
+    text -> value, ValueError with the message; ``choices``: a fixed list; neither: a flag for
+    a bool, a folder that must exist for ``existing_dir``)."""
+    return field(default=default, metadata={"check": check, "flag": flag, "help": help, "parse": parse,
+                                            "choices": choices, "metavar": metavar,
+                                            "show_default": show_default, "existing_dir": existing_dir})
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """What to score with and how. Every field has its default here and nowhere else.
+
+    Options that change records enter ``record_config()`` (so the job store's key); the others
+    (workers, threads, model_dir, timeout_s, worker_memory_mb) only change speed or isolation.
+    """
+
+    frames: int | str = _option(
+        "default", _check_frames, flag="--frames", parse=_parse_frames, metavar="default|all|N",
+        show_default=True, help="Frames to score: 'default' (the model's sampling plan), 'all' "
+                                "(every frame, slow), or N frames spread over the video.")
+    backend: str = _option(
+        DEFAULT_BACKEND, _one_of("backend", tuple(BACKENDS)), flag="--backend", choices=tuple(BACKENDS),
+        show_default=True, help="Inference backend. pytorch needs torch, the CPU build: pip install "
+                                "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    precision: str = _option(
+        DEFAULT_PRECISION, _one_of("precision", PRECISIONS), flag="--precision", choices=PRECISIONS, show_default=True,
+        help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
+             "scores close to fp32 (models/metrics.json has the measured distance).")
+    decoder: str = _option(
+        decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
+        show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
+    batch_size: int | str = _option(
+        "auto", _check_batch_size, flag="--batch-size", parse=_parse_batch_size, metavar="auto|N",
+        show_default=True, help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
+                                "--mode throughput (where views per second peak on a 2-core machine; see vqa bench).")
+    mode: str = _option(
+        DEFAULT_MODE, _one_of("mode", MODES), flag="--mode", choices=MODES, show_default=True,
+        help="What to optimise: the time to each video's result (latency) or videos per "
+             "hour (throughput). Sets OpenVINO's performance hint and the auto batch size.")
+    workers: int | None = _option(
+        None, _check_workers, flag="--workers", parse=_parse_count(0), metavar="INTEGER RANGE",
+        help="Decode worker processes (default: half the usable cores, at least 1, the rest "
+             "for inference; 0 decodes in this process, without the timeout and memory limit).")
+    timeout_s: float | str | None = _option(
+        "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
+        show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
+        "part split across workers; 0: none). Past it the worker is killed and replaced and "
+        "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
+    worker_memory_mb: int | str | None = _option(
+        "auto", _check_memory, flag="--worker-memory", parse=_parse_memory, metavar="auto|MIB",
+        help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
+             "4096). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
+             "before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
+    model_dir: str | os.PathLike | None = _option(
+        None, _check_model_dir, flag="--model-dir", existing_dir=True,
+        help="Folder holding the model files and manifest (default: the installed model).")
+    threads: int | None = _option(
+        None, _check_threads, flag="--threads", parse=_parse_count(1), metavar="INTEGER RANGE",
+        help="CPU threads for inference (default: the cores the workers leave, at least 1).")
+    timeline: bool = _option(
+        False, _check_timeline, flag="--timeline",
+        help="Add each video's per-frame data to its record: time, score, each defect's "
+             "probability, black and frozen flags (larger records; see the README).")
+
+    def validate(self) -> ScoreOptions:
+        """Raise UsageError for a value out of bounds or a mix that cannot work, and
+        BackendUnavailable for a decoder whose package is missing; return self."""
+        for f in fields(self):
+            problem = f.metadata["check"](getattr(self, f.name))
+            if problem is not None:
+                raise UsageError(problem)
+        precisions = BACKENDS[self.backend][3]
+        if self.precision not in precisions:
+            raise UsageError(f"backend {self.backend!r} runs precision {', '.join(precisions)}, "
+                             f"not {self.precision!r}")
+        if self.decoder not in decode.AVAILABLE_BACKENDS:  # an error now, not E_BACKEND on every video
+            package = decode.KNOWN_BACKENDS[self.decoder]
+            reason = decode._IMPORT_ERRORS.get(self.decoder, "not installed")
+            raise BackendUnavailable(f"decoder {self.decoder!r} needs the {package!r} package: pip install "
+                                     f"{package} (import failed: {reason})")
+        return self
+
+    def resolve(self, cores: int | None = None) -> Resolved:
+        """Validate, then decide every "auto" and None: the batch size from the mode, workers
+        and threads from ``cores`` (default: the cores this process may use; vqa.threads),
+        the memory limit from the workers. ``timeout_s="auto"`` stays: it is decided per
+        video from its probe (vqa.limits.auto_timeout_s)."""
+        self.validate()
+        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores)
+        memory, batch = self.worker_memory_mb, self.batch_size
+        return Resolved(
+            options=self, batch_size=batch if isinstance(batch, int) else AUTO_BATCH_SIZE[self.mode],
+            workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
+            worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
+            timeout_s=self.timeout_s or None)
+
+    def replace(self, **changes: Any) -> ScoreOptions:
+        values = asdict(self)
+        values.update(changes)
+        return ScoreOptions(**values)
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """``ScoreOptions`` with every choice made: what an engine runs with."""
+
+    options: ScoreOptions
+    batch_size: int
+    workers: int  # decode worker processes; 0: decode in this process
+    threads: int  # inference threads
+    decode_threads: int  # FFmpeg threads of an in-process decoder (workers=0)
+    worker_memory_mb: int | None  # None: no limit
+    timeout_s: float | str | None  # "auto" (per video), seconds, or None: no limit
+
+    @property
+    def frames(self) -> int | str:
+        return self.options.frames
+
+    @property
+    def decoder(self) -> str:
+        return self.options.decoder
+
+    @property
+    def timeline(self) -> bool:
+        return self.options.timeline
+
+    def record_config(self) -> dict[str, Any]:
+        """The options a record's scores depend on, as each record's ``config`` carries them.
+        ``workers``, ``threads`` and the limits are left out on purpose: results do not depend
+        on them (tests hold them to that). ``timeline`` is there only when on: it changes no
+        score, but a record with it is another record."""
+        o = self.options
+        config: dict[str, Any] = {"sampling": o.frames, "backend": o.backend, "batch_size": self.batch_size,
+                                  "decoder": o.decoder, "precision": o.precision, "mode": o.mode}
+        if o.timeline:
+            config["timeline"] = True
+        return config
+
+
+def cli_fields() -> list:
+    """The fields that are ``vqa score`` flags, in the order of the help."""
+    return [f for f in fields(ScoreOptions) if f.metadata.get("flag")]

@@ -1,0 +1,199 @@
+"""The child side of a decode worker: a spawned process that opens videos, runs the frame loop
+(vqa.engine.frames) into its slots of the shared-memory ring (vqa.batch), and reports to the
+parent with the messages of vqa.engine.messages.
+
+Each worker is a spawned process (no inherited decoder or thread state; FFmpeg's threads and
+PyTorch's pools do not mix with fork). Decoders are opened inside the worker with one FFmpeg
+thread (and one OpenCV thread), so N workers use N cores and never oversubscribe.
+
+A worker limits its own address space (``RLIMIT_AS``) at start-up when asked to: an allocation
+beyond it raises ``MemoryError`` there, reported as ``E_MEMORY_LIMIT``, instead of letting a
+runaway decoder push the machine into the kernel's OOM killer.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..batch import RingSpec, RingWriter
+from ..codes import ErrorCode
+from ..decode import open_video
+from ..decode.base import KEYFRAME_SCAN_PACKETS
+from ..errors import VQAError
+from ..limits import out_of_memory
+from ..preprocess import TRAINING, Geometry
+from .frames import batches
+from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeTask, Ready
+
+PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
+# The exit status of a worker that found itself re-running the user's script: the script
+# made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).
+EXIT_UNGUARDED_SCRIPT = 78
+UNGUARDED_MESSAGE = (
+    "the script that uses vqa.Scorer (or vqa.score) with decode workers must create it inside "
+    "an `if __name__ == \"__main__\":` block: each worker is a spawned process that imports "
+    "the script again, and there it would start workers of its own. Add the guard, or pass "
+    "workers=0 to decode in this process")
+WORKER_NAME = "vqa-decode"
+
+
+def _parent_alive(parent: int = os.getppid()) -> bool:
+    # The default is taken when a spawned worker imports this module: its parent's pid.
+    return os.getppid() == parent
+
+
+class _Stop(Exception):
+    """The parent said stop, or is gone."""
+
+
+class _Link:
+    """A worker's end of its private pipe, and the ring slots it may fill.
+
+    Private pipes, not shared queues: a shared queue's lock dies with a worker killed while
+    holding it and then blocks every other worker for good.
+    """
+
+    def __init__(self, conn, slots):
+        self.conn = conn
+        self.free = list(slots)
+        self.tasks: list = []
+
+    def _receive(self, timeout_s: float) -> None:
+        if not self.conn.poll(timeout_s):
+            if not _parent_alive():
+                raise _Stop
+            return
+        msg = self.conn.recv()
+        if msg is None:
+            raise _Stop
+        if msg[0] == "release":
+            self.free.append(msg[1])
+        else:
+            self.tasks.append(msg[1])
+
+    def next_task(self):
+        while not self.tasks:
+            self._receive(PARENT_CHECK_S)
+        return self.tasks.pop(0)
+
+    def acquire(self) -> int:
+        """A free slot of this worker's; waits for the parent to release one (back-pressure)."""
+        while not self.free:
+            self._receive(PARENT_CHECK_S)
+        return self.free.pop()
+
+    def send(self, msg) -> None:
+        self.conn.send(msg)
+
+
+class _RingSlots:
+    """The frame loop's buffers in a worker: its own ring slots (vqa.engine.frames.Buffers)."""
+
+    def __init__(self, link: _Link, ring: RingWriter):
+        self._link, self._ring = link, ring
+
+    def take(self) -> tuple[int, np.ndarray]:
+        slot = self._link.acquire()
+        return slot, self._ring.slot(slot)
+
+    def give_back(self, key: int) -> None:
+        self._link.free.append(key)
+
+
+def _decode(task: DecodeTask, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
+    with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
+        for slot, metas in batches(reader, task.plan, _RingSlots(link, ring), ring.spec.batch_size,
+                                   run_offset=task.run_offset, open_end=task.open_end, geometry=geometry):
+            link.send(Batch(task.task_id, slot, metas))
+        link.send(Done(task.task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
+
+
+def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
+    """Cap this process's address space at ``memory_mb`` MiB plus the ring's mapping.
+
+    The ring is the parent's shared memory, sized by it, so it is added rather than counted
+    against the worker's own budget. Only the soft limit is set, never above the hard one."""
+    if not memory_mb:
+        return
+    import resource
+
+    limit = (memory_mb << 20) + ring_spec.slots * math.prod(ring_spec.slot_shape)  # uint8 views
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _run(task, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
+    if isinstance(task, ProbeTask):
+        with open_video(task.path, backend=task.decoder, threads=1) as reader:
+            info = reader.info
+            keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
+        link.send(Probed(task.task_id, info, keyframes))
+    else:
+        _decode(task, link, ring, geometry)
+
+
+def guard_spawned_import() -> None:
+    """Called where a Scorer with workers is made: inside a decode worker, that means the
+    user's script is being imported again by the spawn start method, with no
+    ``if __name__ == "__main__":`` guard. Say so and exit with a status the parent knows."""
+    import multiprocessing as mp
+    import sys
+
+    # While a spawned child imports the main script, multiprocessing marks it "_inheriting"
+    # (its own check for this mistake reads the same flag); the name is set just before.
+    me = mp.current_process()
+    if getattr(me, "_inheriting", False) and me.name == WORKER_NAME:
+        print(f"vqa: error: {UNGUARDED_MESSAGE}", file=sys.stderr)
+        sys.exit(EXIT_UNGUARDED_SCRIPT)
+
+
+def _address_space_mb() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) >> 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
+                opencv_threads: int = 1, geometry: Geometry = TRAINING) -> None:
+    """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
+    import cv2  # loaded already by the preprocess stage; its own pool would take every core
+
+    cv2.setNumThreads(opencv_threads)
+    link, ring = _Link(conn, slots), RingWriter(ring_spec)
+    # After the ring is mapped: a failed attach would unlink the parent's segment (CPython's
+    # SharedMemory does that on any OSError while opening it).
+    _limit_memory(memory_mb, ring_spec)
+    try:
+        link.send(Ready(os.getpid(), _address_space_mb()))
+        while True:
+            task = link.next_task()
+            error: tuple[str, str] | None = None
+            try:
+                _run(task, link, ring, geometry)
+            except (_Stop, BrokenPipeError, EOFError):
+                raise
+            except Exception as e:  # a decoder fault on one file must not take the worker down
+                if out_of_memory(e):
+                    limit = memory_mb or "no limit"
+                    error = (ErrorCode.E_MEMORY_LIMIT, f"the decode worker ran out of memory on it "
+                                                       f"(worker_memory_mb={limit}): {type(e).__name__}")
+                elif isinstance(e, VQAError):
+                    error = (e.code, e.message)
+                else:
+                    error = (ErrorCode.E_INTERNAL, f"{type(e).__name__}: {e}")
+            if error is not None:  # sent outside the handler: the traceback's memory is free again
+                link.send(Failed(task.task_id, *error))
+    except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
+        return  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
+    finally:
+        ring.close()
+        conn.close()
