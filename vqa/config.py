@@ -34,7 +34,7 @@ from .errors import BackendUnavailable, UsageError
 from .infer import BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES, PRECISIONS
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
-from .threads import plan_threads
+from .threads import plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
@@ -262,7 +262,8 @@ class ScoreOptions:
             options=self, batch_size=batch if isinstance(batch, int) else AUTO_BATCH_SIZE[self.mode],
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
-            timeout_s=self.timeout_s or None)
+            timeout_s=self.timeout_s or None,
+            split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads))
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)
@@ -284,6 +285,9 @@ class Resolved:
     decode_threads: int  # FFmpeg threads of an in-process decoder (workers=0)
     worker_memory_mb: int | None  # None: no limit
     timeout_s: float | str | None  # "auto" (per video), seconds, or None: no limit
+    # An explicit --workers/--threads that starves decoding or inference (vqa.threads), said
+    # once on stderr by `vqa score`; None when the split is auto or fine.
+    split_warning: str | None = None
 
     @property
     def frames(self) -> int | str:
