@@ -426,7 +426,7 @@ def real_specs(sizes: list, seed: int) -> list[dict]:
     and every PolyU pair twice, its clean mean and its real noise, at high codec quality."""
     rng = np.random.default_rng(seed)
     specs = []
-    for k, (w, h, kind) in enumerate(sizes):
+    for k, (_, _, kind) in enumerate(sizes):
         if kind == "pair":
             side = 480
             base = {"seed": seed * 1_000_003 + 900_000 + k, "frames": FRAMES, "fps": 25, "source": k,

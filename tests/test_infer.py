@@ -5,6 +5,7 @@ ModelError with a stable code, never a quiet change in scores.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -232,3 +233,29 @@ def test_openvino_path_never_imports_torch():
 def test_precision_the_backend_cannot_run_is_a_usage_error(spec):
     with pytest.raises(UsageError):
         open_inferencer(spec, backend="pytorch", precision="int8")
+
+
+def test_new_weights_at_the_same_path_are_not_served_from_the_compile_cache(tmp_path, monkeypatch):
+    # OpenVINO's compile cache keys a model read from a file on its path and size: weights
+    # replaced in place by others of the same shape (a model upgrade) must still be the ones run.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    models = tmp_path / "models"
+    shutil.copytree(default_model_dir(), models)
+    views = np.random.default_rng(0).integers(0, 256, (2, VIEW, VIEW, 3), dtype=np.uint8)
+    before = open_inferencer(load_model_spec(models), backend="openvino", threads=1)
+    first = before.infer(views)
+    before.close()
+
+    manifest = json.loads((models / MANIFEST).read_text())
+    weights = models / manifest["files"]["openvino_bin"]
+    blob = np.frombuffer(weights.read_bytes(), dtype=np.uint8).copy()
+    floats = blob[: blob.size // 4 * 4].view(np.float32)
+    floats *= np.float32(0.9)  # other weights, the same size and path
+    weights.write_bytes(blob.tobytes())
+    manifest["sha256"]["openvino_bin"] = hashlib.sha256(blob.tobytes()).hexdigest()
+    (models / MANIFEST).write_text(json.dumps(manifest))
+
+    after = open_inferencer(load_model_spec(models), backend="openvino", threads=1)
+    second = after.infer(views)
+    after.close()
+    assert not np.allclose(first, second, atol=1e-3)

@@ -37,7 +37,9 @@ class OpenVINOInferencer(Inferencer):
             config["INFERENCE_NUM_THREADS"] = int(threads)
         core = ov.Core()
         try:
-            cache = cache_dir() / "openvino"
+            # One folder per weights file: OpenVINO keys its cache on the model's path and
+            # size, so new weights of the same shape at the same path would load the old blob.
+            cache = cache_dir() / "openvino" / (spec.sha256[f"{key}_xml"][:8] + spec.sha256[f"{key}_bin"][:8])
             cache.mkdir(parents=True, exist_ok=True)
             core.set_property({"CACHE_DIR": str(cache)})
         except OSError:
