@@ -23,13 +23,15 @@ import av
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vqa.aggregate import FrameResult, aggregate  # noqa: E402
+from vqa.aggregate import FrameResult, FreezeChain, aggregate  # noqa: E402
 from vqa.decode import open_video  # noqa: E402
 from vqa.decode.base import KEYFRAME_SCAN_PACKETS  # noqa: E402
 from vqa.infer import open_inferencer  # noqa: E402
 from vqa.model import load_model_spec  # noqa: E402
-from vqa.preprocess import fragments, frame_stats  # noqa: E402
+from vqa.engine.frames import batches  # noqa: E402
 from vqa.sample import plan_frames  # noqa: E402
+
+BATCH = 4  # the default batch size (throughput mode)
 
 
 def reencode(src: str, dst: str, gop: int) -> None:
@@ -44,28 +46,43 @@ def reencode(src: str, dst: str, gop: int) -> None:
         out.mux(s_out.encode())
 
 
-def score(path: str, plan, inferencer) -> tuple[dict, int]:
+class _Buffer:
+    """One batch of views, reused once inference has read it (as the in-process engine does)."""
+
+    def __init__(self, batch_size: int, view: int):
+        self.array = np.empty((batch_size, view, view, 3), np.uint8)
+
+    def take(self) -> tuple[int, np.ndarray]:
+        return 0, self.array
+
+    def give_back(self, key: int) -> None:
+        pass
+
+
+def score(path: str, plan, inferencer, spec) -> tuple[dict, int]:
+    """The in-process engine's frame loop and aggregation (vqa.engine.local), with ``plan``."""
+    buffer = _Buffer(BATCH, spec.preprocessing.view)
     with open_video(path) as reader:
         info = reader.info
         frames = []
-        for f in reader.read(plan):
-            out = inferencer.infer(fragments(f.rgb)[None])[0]
-            frames.append(FrameResult(f.run, f.pts_s, out, frame_stats(f.rgb)))
+        for _, metas in batches(reader, plan, buffer, BATCH, chain=FreezeChain(), geometry=spec.preprocessing):
+            outputs = inferencer.infer(buffer.array[:len(metas)])
+            frames += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
         decoded = reader.frames_decoded
-    value, cat, defects = aggregate(frames, plan, info.duration_s)
+    value, cat, defects = aggregate(frames, plan, info.duration_s, spec.decision)
     return {"score": value, "category": cat, "defects": sorted({d.type for d in defects})}, decoded
 
 
-def compare(path: str, inferencer, every_frame: bool = False) -> dict:
+def compare(path: str, inferencer, spec, every_frame: bool = False) -> dict:
     with open_video(path) as reader:
         info, keys = reader.info, reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
     old, new = plan_frames(info), plan_frames(info, keyframes_s=keys)
-    (a, da), (b, db) = score(path, old, inferencer), score(path, new, inferencer)
+    (a, da), (b, db) = score(path, old, inferencer, spec), score(path, new, inferencer, spec)
     row = {"clip": os.path.basename(path), "keyframes": None if keys is None else len(keys),
            "old": a, "new": b, "delta": round(b["score"] - a["score"], 2),
            "decoded_old": da, "decoded_new": db, "sampled": new.requested}
     if every_frame:  # what both plans estimate: the score of every frame
-        row["all"] = score(path, plan_frames(info, "all"), inferencer)[0]
+        row["all"] = score(path, plan_frames(info, "all"), inferencer, spec)[0]
     return row
 
 
@@ -78,14 +95,15 @@ def main(argv: list[str] | None = None) -> None:
                    help="also score every frame, and report each plan's distance from that score")
     args = p.parse_args(argv)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, open_inferencer(load_model_spec(None), backend="openvino",
+    spec = load_model_spec(None)
+    with tempfile.TemporaryDirectory() as tmp, open_inferencer(spec, backend="openvino",
                                                                 precision="fp32") as inferencer:
         for clip in args.clips:
             path = clip
             if args.gop:
                 path = os.path.join(tmp, os.path.basename(clip))
                 reencode(clip, path, args.gop)
-            rows.append(compare(path, inferencer, args.every_frame))
+            rows.append(compare(path, inferencer, spec, args.every_frame))
             r = rows[-1]
             print(f"{r['clip']:28s} keyframes {r['keyframes']!s:>4}  old {r['old']['score']:5.1f} "
                   f"{r['old']['category']:9s} new {r['new']['score']:5.1f} {r['new']['category']:9s} "
