@@ -29,6 +29,7 @@ from vqa.decode.base import KEYFRAME_SCAN_PACKETS  # noqa: E402
 from vqa.infer import open_inferencer  # noqa: E402
 from vqa.model import load_model_spec  # noqa: E402
 from vqa.engine.frames import batches  # noqa: E402
+from vqa.engine.local import _OneBuffer  # noqa: E402  (the in-process engine's own batch buffer)
 from vqa.sample import plan_frames  # noqa: E402
 
 BATCH = 4  # the default batch size (throughput mode)
@@ -46,22 +47,9 @@ def reencode(src: str, dst: str, gop: int) -> None:
         out.mux(s_out.encode())
 
 
-class _Buffer:
-    """One batch of views, reused once inference has read it (as the in-process engine does)."""
-
-    def __init__(self, batch_size: int, view: int):
-        self.array = np.empty((batch_size, view, view, 3), np.uint8)
-
-    def take(self) -> tuple[int, np.ndarray]:
-        return 0, self.array
-
-    def give_back(self, key: int) -> None:
-        pass
-
-
 def score(path: str, plan, inferencer, spec) -> tuple[dict, int]:
     """The in-process engine's frame loop and aggregation (vqa.engine.local), with ``plan``."""
-    buffer = _Buffer(BATCH, spec.preprocessing.view)
+    buffer = _OneBuffer(BATCH, spec.preprocessing.view)
     with open_video(path) as reader:
         info = reader.info
         frames = []
