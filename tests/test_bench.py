@@ -142,3 +142,27 @@ def test_cli_bench_quick(tiny_clip):
     out = json.loads(result.stdout)
     assert {r["batch_size"] for r in out["batch"]["rows"]} == set(bench.QUICK["batch_sizes"])
     assert {(r["backend"], r["precision"]) for r in out["batch"]["rows"]} <= set(bench.QUICK["backends"])
+
+
+# --- the folder study (vqa.bench_folder) -----------------------------------------------------
+
+def test_folder_study_makes_a_folder_and_compares_the_plans(tmp_path):
+    from vqa import bench_folder
+
+    result = bench_folder.folder_study(tmp_path, videos=2, size=(160, 96), length_s=2, keyframe_s=1, workers=[1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench_000.mp4", "bench_001.mp4"]
+    assert result["videos"] == 2 and result["first_video"]["keyframes"] == 2
+    every, default = result["sampling"]["all"], result["sampling"]["default"]
+    assert every["frames_sampled"] == every["frames_decoded"] == 2 * 60  # every frame, decoded once
+    assert default["frames_sampled"] == 2 * 32 and 1 <= default["decoded_per_sampled"] <= 2
+    assert default["videos_per_min"] > 0 and result["default_over_all"] > 0
+    assert [r["workers"] for r in result["workers"]] == [1] and result["workers"][0]["efficiency"] == 1.0
+    assert "videos/min" in bench_folder.format_folder(result)
+
+
+def test_folder_study_refuses_a_folder_of_other_files(tmp_path):
+    from vqa import bench_folder
+
+    (tmp_path / "notes.txt").write_text("not a video")
+    with pytest.raises(UsageError, match="no videos"):
+        bench_folder.folder_study(tmp_path)

@@ -256,3 +256,23 @@ def test_cli_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# --- the thread split (vqa.threads.starving_split) ----------------------------------------------
+
+@pytest.mark.parametrize("args, warned", [
+    (["--workers", "15"], "--workers 15 leaves inference 1 thread of 16 cores, where auto gives it 8"),
+    (["--threads", "14"], "--threads 14 leaves decoding 2 workers of 16 cores, where auto gives it 8"),
+    (["--workers", "12"], None),  # 4 inference threads: half of auto's, not starved
+    ([], None),
+])
+def test_a_starving_split_is_said_once(fake, tmp_path, monkeypatch, args, warned):
+    monkeypatch.setattr("vqa.threads.usable_cores", lambda *a, **k: 16)
+    clip = touch(tmp_path / "a.mp4")
+    result = run("score", str(clip), "--format", "jsonl", *args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    if warned is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and warned in lines[0] and "auto would use --workers 8 --threads 8" in lines[0]

@@ -111,3 +111,43 @@ def test_docstring_example():
 
     import vqa.sample
     assert doctest.testmod(vqa.sample).failed == 0
+
+
+# --- placement by keyframes (vqa.sample's rules 1-3) -----------------------------------------
+
+def test_unknown_keyframes_keep_the_middle_placement():
+    assert plan_frames(info(10.0), keyframes_s=None) == plan_frames(info(10.0))
+
+
+def test_runs_start_after_a_keyframe_or_at_the_span_start():
+    fps = 25.0
+    keys = [0.0, 2.0, 4.0, 6.0, 8.0]
+    plan = plan_frames(info(10.0, fps), keyframes_s=keys)
+    for run in plan.runs:
+        inside = [k for k in keys if run.span_start_s <= k <= run.span_end_s - (run.count + 1) / fps]
+        if inside:  # the frame after a keyframe in the span: half a frame past the keyframe
+            assert any(math.isclose(run.start_s, k + 0.5 / fps) for k in inside)
+        else:
+            assert run.start_s == run.span_start_s
+        # Whatever the rule, the run's frames lie inside its span.
+        assert run.span_start_s <= run.start_s and run.start_s + run.count / fps <= run.span_end_s + 1e-9
+
+
+def test_the_keyframe_nearest_the_middle_wins():
+    # One span of 10 s (4 frames asked for): keyframes at 1, 4.5 and 8; the middle start is 4.92.
+    plan = plan_frames(info(10.0, 25.0), 4, keyframes_s=[8.0, 1.0, 4.5])
+    assert math.isclose(plan.runs[0].start_s, 4.5 + 0.02)
+
+
+def test_a_keyframe_without_room_for_the_run_is_not_used():
+    # Span [1.25, 2.5): a keyframe at 2.4 leaves 0.1 s, less than the 5 frames (0.2 s) needed.
+    plan = plan_frames(info(10.0, 25.0), keyframes_s=[0.0, 2.4])
+    assert plan.runs[1].start_s == plan.runs[1].span_start_s == 1.25
+
+
+def test_keyframe_placement_keeps_counts_and_spans():
+    keys = [i * 2.0 for i in range(30)]
+    before, after = plan_frames(info(60.0), keyframes_s=None), plan_frames(info(60.0), keyframes_s=keys)
+    assert [(r.count, r.span_start_s, r.span_end_s) for r in before.runs] == \
+        [(r.count, r.span_start_s, r.span_end_s) for r in after.runs]
+    assert before.to_dict() == after.to_dict()  # the record's sampling block does not change

@@ -35,7 +35,7 @@ from .infer import (AUTO_BACKEND, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAU
                     pick_backend)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
-from .threads import plan_threads
+from .threads import plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
@@ -278,7 +278,8 @@ class ScoreOptions:
             else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
-            timeout_s=self.timeout_s or None)
+            timeout_s=self.timeout_s or None,
+            split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads))
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)
@@ -300,6 +301,9 @@ class Resolved:
     decode_threads: int  # FFmpeg threads of an in-process decoder (workers=0)
     worker_memory_mb: int | None  # None: no limit
     timeout_s: float | str | None  # "auto" (per video), seconds, or None: no limit
+    # An explicit --workers/--threads that starves decoding or inference (vqa.threads), said
+    # once on stderr by `vqa score`; None when the split is auto or fine.
+    split_warning: str | None = None
 
     @property
     def frames(self) -> int | str:

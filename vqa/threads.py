@@ -84,3 +84,38 @@ def plan_threads(*, workers: int | None = None, inference_threads: int | None = 
     elif inference_threads is None:
         inference_threads = max(1, cores - workers)
     return ThreadBudget(cores, workers, inference_threads, 1)
+
+
+# A stage given less than this share of what ``auto`` gives it, by an explicit split, starves:
+# on 16 cores `--workers 15` (1 inference thread, auto gives 8) ran at 192 videos/min against
+# 316 for auto's 8 + 8 (README, Performance).
+STARVING_SHARE = 0.5
+
+
+def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threads: int | None) -> str | None:
+    """A one-line warning when an explicit ``workers``/``inference_threads`` leaves decoding or
+    inference far short of what ``auto`` would give it; None when the split is fine, or auto.
+
+    >>> message = starving_split(plan_threads(cores=16, workers=15), workers=15, inference_threads=None)
+    >>> message.split(": ")[0]
+    '--workers 15 leaves inference 1 thread of 16 cores, where auto gives it 8'
+    >>> message.split("; ")[1]
+    'auto would use --workers 8 --threads 8'
+    >>> starving_split(plan_threads(cores=2, workers=2), workers=2, inference_threads=None) is None
+    True
+    """
+    if (workers is None and inference_threads is None) or budget.workers == 0:
+        return None
+    auto = plan_threads(cores=budget.cores)
+    given = " ".join(f"--{name} {value}" for name, value in (("workers", workers), ("threads", inference_threads))
+                     if value is not None)
+    for stage, have, want in (("inference", budget.inference_threads, auto.inference_threads),
+                              ("decoding", budget.workers, auto.workers)):
+        if have < want * STARVING_SHARE:
+            unit = ("thread" if have == 1 else "threads") if stage == "inference" else (
+                "worker" if have == 1 else "workers")
+            other = "the decode workers" if stage == "inference" else "inference"
+            return (f"{given} leaves {stage} {have} {unit} of {budget.cores} cores, where auto gives it {want}: "
+                    f"it will hold {other} back; auto would use --workers {auto.workers} --threads "
+                    f"{auto.inference_threads}")
+    return None

@@ -5,19 +5,30 @@ import click
 
 from vqa.cli.common import EXIT_USAGE, debug, fail, option_for
 from vqa.config import cli_fields
-from vqa.errors import VQAError
+from vqa.errors import UsageError, VQAError
 
 _FIELDS = {f.name: f for f in cli_fields()}
 
 
 @click.command()
-@click.argument("clip", type=click.Path(exists=True, dir_okay=False))
+@click.argument("clip", type=click.Path(exists=True))
 @click.option("--study", "studies", multiple=True,
-              type=click.Choice(["batch", "pipeline", "startup", "concurrency", "streaming", "all"]),
+              type=click.Choice(["batch", "pipeline", "startup", "concurrency", "streaming", "all", "folder",
+                                 "command"]),
               help="Repeatable. batch: inference by batch size; pipeline: naive vs engine vs decode and "
                    "inference floors on CLIP; startup: where `vqa score` spends its start-up; concurrency: "
                    "8 threads on one Scorer vs one score_many; streaming: 1,000,000 paths through "
-                   "score_many. Default: batch, pipeline, startup; all: every one.")
+                   "score_many. Default: batch, pipeline, startup; all: every one. folder (CLIP is a "
+                   "folder of videos, or an empty one to fill): videos/min by sampling and worker count "
+                   "(vqa.bench_folder); command: `vqa score CLIP` against decoding every frame.")
+@click.option("--videos", type=click.IntRange(min=1), default=None,
+              help="folder study: clips to make in an empty folder (default 32).")
+@click.option("--clip-spec", default=None, metavar="WxH,SECONDS,KEYFRAME_S",
+              help="folder study: the clips to make (default 1280x720,10,2).")
+@click.option("--workers", "sweep", multiple=True, type=click.IntRange(min=1),
+              help="folder study: worker counts to sweep, repeatable (default 1, 2, 4, ... cores - 1).")
+@click.option("--rounds", type=click.IntRange(min=1), default=1,
+              help="folder study: times each setting is measured, in turns (best and median shown).")
 @click.option("--quick", is_flag=True, help="Fewer points, default sampling, no PyTorch: under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
@@ -30,7 +41,8 @@ _FIELDS = {f.name: f for f in cli_fields()}
 @option_for(_FIELDS["frames"], default=None, help="Sampling of the pipeline study (default 'all', which also "
             "times the default sampling; quick: 'default').")
 @option_for(_FIELDS["model_dir"])
-def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames, model_dir):
+def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backends, batch_sizes, seconds, frames,
+          model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
@@ -40,6 +52,9 @@ def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames,
 
     from vqa import bench as vqa_bench  # torch is imported only if a pytorch backend is measured
 
+    if {"folder", "command"} & set(studies):
+        _bench_folder(clip, studies, videos, clip_spec, sweep, rounds, as_json, model_dir)
+        return
     try:
         result = vqa_bench.run_benchmark(
             clip, studies=vqa_bench.STUDIES if "all" in studies else (studies or vqa_bench.DEFAULT_STUDIES),
@@ -51,3 +66,39 @@ def bench(clip, studies, quick, as_json, backends, batch_sizes, seconds, frames,
             raise
         fail(e.code, e.message, EXIT_USAGE)
     click.echo(json.dumps(result, indent=2) if as_json else vqa_bench.format_report(result))
+
+
+def _bench_folder(path, studies, videos, clip_spec, sweep, rounds, as_json, model_dir) -> None:
+    """The folder and command studies (vqa.bench_folder), alone or together."""
+    import json
+
+    from vqa import bench_folder
+
+    def progress(msg: str) -> None:
+        click.echo(f"vqa bench: {msg}", err=True)
+
+    try:
+        out = {}
+        if "folder" in studies:
+            spec: dict = {}
+            if clip_spec:
+                try:
+                    size, length, key = clip_spec.split(",")
+                    w, h = (int(x) for x in size.lower().split("x"))
+                    spec = {"size": (w, h), "length_s": float(length), "keyframe_s": float(key)}
+                except ValueError:
+                    raise UsageError(f"--clip-spec must be WxH,SECONDS,KEYFRAME_S, got {clip_spec!r}") from None
+            out["folder"] = bench_folder.folder_study(path, videos=videos or bench_folder.DEFAULT_VIDEOS,
+                                                      workers=sweep or None, rounds=rounds, model_dir=model_dir,
+                                                      progress=progress, **spec)
+        if "command" in studies:
+            out["command"] = bench_folder.command_study(path, model_dir=model_dir, progress=progress)
+    except VQAError as e:
+        if debug():
+            raise
+        fail(e.code, e.message, EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo("\n\n".join(bench_folder.format_folder(r) if k == "folder" else bench_folder.format_command(r)
+                               for k, r in out.items()))

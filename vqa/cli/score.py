@@ -106,8 +106,12 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         if engine == "local" and actors_per_node is not None:
             fail("E_USAGE", "--actors-per-node needs --engine ray", EXIT_USAGE)
         options.validate()  # before the job store is made
+        # Said once, here: the split is this machine's (Ray actors plan their own nodes).
+        split_warning = options.resolve().split_warning if engine == "local" else None
     except VQAError as e:
         fail(e.code, e.message, EXIT_USAGE)
+    if split_warning:
+        click.echo(f"warning: {split_warning}", err=True)
     collected: list[dict] | None = [] if report is not None else None
     with ExitStack() as stack:
         try:

@@ -7,6 +7,9 @@ Inputs are untrusted uploads, so what one video may cost is bounded here, for ev
 frame size (``MAX_PIXELS``, enforced by each backend at open), frames decoded
 (``MAX_DECODE_FRAMES``) and timeline read (``MAX_DURATION_S``). A cap that stops decoding is
 reported as a ``W_CAPPED`` warning, never silently.
+
+Over 400 lines because the read loop, the caps and the warnings it raises share one state
+(what was decoded, where, and why it stopped); split, each part would reach into the others.
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ from vqa.files import bad_path, fingerprint, has_proc_fd, missing, open_input
 from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
+# Packets read for the keyframe times (``keyframe_times``), which place a sampled plan's runs and
+# cut a split plan: about 13 min at 25 fps; past it the plan is made without them.
+KEYFRAME_SCAN_PACKETS = 20_000
 # A run this far (seconds) ahead of the decode position is reached by seeking, not decoding.
 SEEK_AHEAD_S = 2.0
 # Plan starts and frame timestamps are compared with this slack, so float noise between
@@ -137,6 +143,10 @@ class VideoReader(ABC):
     BACKEND_NAME: ClassVar[str] = ""
     # Whether jumping ahead with a seek lands on exactly the frames sequential decoding gives.
     SEEKS_AHEAD: ClassVar[bool] = False
+    # Whether the backend may skip decoding frames no other frame refers to (B-frames, mostly)
+    # when they come before the run being read (``_drop_before_s``): such frames are never
+    # grabbed, so they are not counted in ``frames_decoded``.
+    DROPS_BEFORE_RUNS: ClassVar[bool] = False
 
     def __init__(self, path: str | bytes | os.PathLike, *, threads: int = 1,
                  max_pixels: int = MAX_PIXELS, max_frames: int = MAX_DECODE_FRAMES,
@@ -157,6 +167,7 @@ class VideoReader(ABC):
         self._last_pts_s: float | None = None  # pts of the last grabbed frame; None = at the start
         # A frame grabbed past the end of one run's span, kept for the next run.
         self._pending_pts_s: float | None = None
+        self._drop_before_s: float | None = None  # start of the run being read
         self._capped = False  # a cap stopped decoding: every later run is empty
         self._grab_pts_s: float | None = None  # pts of the previous grab, for frame intervals
         self._intervals_s: list[float] = []
@@ -251,6 +262,25 @@ class VideoReader(ABC):
             self._capped = False  # runs planned past the duration cap were the header's doing
             yield from self._read_run(0, Run(0.0, plan.requested or 0, 0.0, first.span_end_s), bounded=False)
 
+    def _seek_pays(self, last: float | None, start_s: float) -> bool:
+        """Whether to seek ahead to ``start_s`` rather than decode on from ``last``.
+
+        A fresh reader asked to start later (a worker's segment) seeks even a short way. Then,
+        where the keyframe at or before the start is known, seek exactly when it lies after
+        the decode position: from there fewer frames lead to the start, however near it is.
+        Otherwise seek when the start is more than SEEK_AHEAD_S away."""
+        if last is None:
+            return start_s > 0.0
+        key = self._keyframe_before_s(start_s)
+        if key is not None:
+            return key > last + PTS_TOLERANCE_S
+        return start_s > last + SEEK_AHEAD_S
+
+    def _keyframe_before_s(self, t_s: float) -> float | None:
+        """Time of the last keyframe at or before ``t_s``, or None where the backend cannot
+        tell cheaply (no index). It may be early (a sparse index), never late."""
+        return None
+
     def _over_budget(self) -> bool:
         return self._budget is not None and self.frames_decoded > self._budget
 
@@ -266,15 +296,16 @@ class VideoReader(ABC):
         self._pending_pts_s = None
         if pending is not None and pending >= start:
             pass  # the frame in hand opens this run: no seek, no decode
-        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and (
-                start > (last or 0.0) + SEEK_AHEAD_S or (last is None and start > 0.0))):
-            # A fresh reader asked to start later (a worker's segment) seeks even a short way.
-            # Behind us: only a seek back can reach it. Far ahead: a seek beats decoding the gap.
+        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and self._seek_pays(last, run.start_s)):
+            # Behind us: only a seek back can reach it. Ahead: see _seek_pays.
             self._seek(run.start_s)
             self._last_pts_s = pending = self._grab_pts_s = None
         else:
             pending = None
         taken, in_place = 0, False
+        self._drop_before_s = start  # what a backend may leave undecoded (DROPS_BEFORE_RUNS)
+        if self.DROPS_BEFORE_RUNS and self._grab_pts_s is not None and start > self._grab_pts_s + PTS_TOLERANCE_S:
+            self._grab_pts_s = None  # frames up to the run may go undecoded: no interval spans them
         # An open run of a sampled plan (the header said the video is that short) takes no more
         # than the plan asked for, whatever the stream holds.
         limit = run.count or self._open_run_limit
@@ -288,7 +319,10 @@ class VideoReader(ABC):
                     break
                 self.frames_decoded += 1
                 self._last_pts_s = pts
-                self._note_interval(pts)
+                if pts >= start or not self.DROPS_BEFORE_RUNS:
+                    self._note_interval(pts)
+                else:  # frames before the run may have been dropped unseen: no interval spans them
+                    self._grab_pts_s = None
                 if self.frames_decoded > self.max_frames:  # one past the cap: there was more
                     self._stop_at_cap(f"stopped after {self.max_frames} decoded frames (frame cap)")
                     break
@@ -305,6 +339,7 @@ class VideoReader(ABC):
                     # Nothing scored yet (a stream that cannot seek, a wrong length): the frames
                     # here stand in for this run rather than none at all.
                     in_place, start, end = True, -float("inf"), float("inf")
+                    self._drop_before_s = start
                     self._stop_at_cap(f"{message}; run {k} was taken from there instead")
             if pts < start:
                 continue

@@ -14,6 +14,7 @@ from ..aggregate import FrameResult, FreezeChain
 from ..codes import ErrorCode
 from ..config import Resolved
 from ..decode import open_video
+from ..decode.base import KEYFRAME_SCAN_PACKETS
 from ..errors import VQAError
 from ..futures import VideoFuture
 from ..infer import Inferencer
@@ -62,7 +63,9 @@ def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: In
     buffer = _OneBuffer(options.batch_size, spec.preprocessing.view)
     with open_video(path, backend=options.decoder, threads=options.decode_threads) as reader:
         info = record.video = reader.info
-        plan = plan_frames(info, options.frames)
+        # A sampled plan is placed by the keyframes (vqa.sample); every frame needs none.
+        keyframes = None if options.frames == "all" else reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
+        plan = plan_frames(info, options.frames, keyframes_s=keyframes)
         record.sampling = plan.to_dict()
         results: list[FrameResult] = []
         # The chain keeps a read's first and last thumbnails only: memory stays flat however

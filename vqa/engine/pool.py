@@ -246,7 +246,9 @@ class PoolEngine(Engine):
         self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
 
     def _probe(self, video: _Video) -> None:
-        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=video.parts > 1),
+        # Keyframes place a sampled plan's runs, and the cuts of a split plan.
+        want = video.parts > 1 or self.o.frames != "all"
+        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=want),
                      self._limit(video))
 
     def _cancel(self, video: _Video) -> None:
@@ -312,7 +314,7 @@ class PoolEngine(Engine):
 
     def _plan(self, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
         video.info = video.record.video = info
-        video.planned = plan_frames(info, self.o.frames)
+        video.planned = plan_frames(info, self.o.frames, keyframes_s=keyframes)
         # Each segment gets the whole video's limit: it decodes no more than the whole video.
         video.timeout_s = auto_timeout_s(info, video.planned) if self.o.timeout_s == "auto" else self._seconds()
         video.record.sampling = video.planned.to_dict()

@@ -21,6 +21,7 @@ import numpy as np
 from ..batch import RingSpec, RingWriter
 from ..codes import ErrorCode
 from ..decode import open_video
+from ..decode.base import KEYFRAME_SCAN_PACKETS
 from ..errors import VQAError
 from ..limits import out_of_memory
 from ..preprocess import TRAINING, Geometry
@@ -37,7 +38,6 @@ UNGUARDED_MESSAGE = (
     "the script again, and there it would start workers of its own. Add the guard, or pass "
     "workers=0 to decode in this process")
 WORKER_NAME = "vqa-decode"
-KEYFRAME_SCAN_PACKETS = 20_000  # about 13 min at 25 fps; longer videos are split blind
 
 
 def _parent_alive(parent: int = os.getppid()) -> bool:
