@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -205,6 +206,8 @@ def test_a_ray_run_prints_only_its_summary_and_a_rate_over_the_whole_command(fol
     pytest.importorskip("ray")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VQA_DEBUG")}
     env["PYTHONPATH"] = REPO
+    # Its own temp folder: otherwise ray.init joins the module's test cluster, whatever its state.
+    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="vqa-ray-")
     clip = str(folder / "clip00.mp4")
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "vqa.cli", "score", clip, "--engine", "ray", "--workers", "1"],

@@ -476,6 +476,9 @@ class RayScorer:
         """Close each ready actor's Scorer (it unlinks its shared memory: Ray kills an actor's
         children with it, multiprocessing's resource tracker included), then kill them all."""
         closing = [a.handle.close.remote() for a in self._actors if a.info is not None]
+        # An actor still being placed is waited for too: killing it mid-creation makes Ray's
+        # core worker print "Actor creation cancelled" on the user's stderr.
+        closing += [a.ready_ref for a in self._actors if a.info is None and a.ready_ref is not None]
         if closing:
             try:
                 self._ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)
