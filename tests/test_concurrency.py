@@ -36,9 +36,17 @@ def shared(tiny_clips):
         yield scorer
 
 
+def judged(record) -> dict:
+    """A record without ``frames.decoded``: what reaching the plan cost depends on whether the
+    pool split the video between workers, which depends on how busy they were; the frames
+    judged, the score and the defects do not."""
+    d = record.to_dict()
+    d["frames"] = {k: v for k, v in d["frames"].items() if k != "decoded"}
+    return d
+
 @pytest.fixture(scope="module")
 def sequential(shared, tiny_clips) -> dict[str, dict]:
-    return {r.path: r.to_dict() for r in shared.score_many(tiny_clips)}
+    return {r.path: judged(r) for r in shared.score_many(tiny_clips)}
 
 
 def test_eight_threads_get_the_sequential_records(shared, tiny_clips, sequential):
@@ -52,9 +60,9 @@ def test_eight_threads_get_the_sequential_records(shared, tiny_clips, sequential
         order = tiny_clips[t % PER_THREAD:] + tiny_clips[:t % PER_THREAD]  # a different order each
         try:
             if t % 2:
-                results[t] = [shared.score(p).to_dict() for p in order]
+                results[t] = [judged(shared.score(p)) for p in order]
             else:
-                results[t] = [r.to_dict() for r in shared.score_many(order)]
+                results[t] = [judged(r) for r in shared.score_many(order)]
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -76,7 +84,7 @@ def test_eight_threads_get_the_sequential_records(shared, tiny_clips, sequential
 def test_submit_returns_futures_that_complete(shared, tiny_clips, sequential):
     futures = {shared.submit(p): p for p in tiny_clips}
     assert all(isinstance(f, Future) for f in futures)
-    done = {futures[f]: f.result().to_dict() for f in as_completed(futures, timeout=DEADLINE_S)}
+    done = {futures[f]: judged(f.result()) for f in as_completed(futures, timeout=DEADLINE_S)}
     assert done == sequential
 
 
@@ -85,7 +93,7 @@ def test_ascore_from_asyncio(shared, tiny_clips, sequential):
         return await asyncio.wait_for(asyncio.gather(*(shared.ascore(p) for p in tiny_clips[:4])), DEADLINE_S)
 
     records = asyncio.run(main())
-    assert [r.to_dict() for r in records] == [sequential[p] for p in tiny_clips[:4]]
+    assert [judged(r) for r in records] == [sequential[p] for p in tiny_clips[:4]]
 
 
 def test_a_cancelled_future_leaves_the_scorer_working(shared, tiny_clips, sequential):
@@ -95,11 +103,11 @@ def test_a_cancelled_future_leaves_the_scorer_working(shared, tiny_clips, sequen
     # after it was submitted, cannot have a record yet.
     assert futures[-1] in cancelled and futures[-1].cancelled()
     for f in futures[:2]:
-        assert f.result(DEADLINE_S).to_dict() == sequential[f.result().path]
+        assert judged(f.result(DEADLINE_S)) == sequential[f.result().path]
     for f in cancelled:
         with pytest.raises(CancelledError):
             f.result()
-    assert shared.score(tiny_clips[-1]).to_dict() == sequential[tiny_clips[-1]]
+    assert judged(shared.score(tiny_clips[-1])) == sequential[tiny_clips[-1]]
 
 
 def test_a_broken_engine_fails_its_callers_then_starts_afresh(tiny_clips, sequential):
@@ -114,7 +122,7 @@ def test_a_broken_engine_fails_its_callers_then_starts_afresh(tiny_clips, sequen
             scorer.submit(tiny_clips[0]).result(DEADLINE_S)
         record = scorer.score(tiny_clips[0])  # a new dispatcher, a new pool
         assert scorer._pool is not pool
-        assert record.to_dict() == sequential[tiny_clips[0]]
+        assert judged(record) == sequential[tiny_clips[0]]
 
 
 def test_closed_scorer_refuses_work(tiny_clips):
