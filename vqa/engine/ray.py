@@ -10,7 +10,9 @@ each actor resolves its own workers and threads from its share of its node's cor
 ``config``, ``workers``, ``close``), so resume, ``--retry-failed``, ``--fail-fast``, progress
 and the summary are the local job's own code. Ray Core only (actors and tasks): no Ray Data.
 
-One dispatcher thread in the driver owns every Ray call:
+One dispatcher thread in the driver owns every Ray call (over 400 lines for that reason:
+placement, hand-out, failure and shutdown all read and change the one actor table that thread
+owns; split apart, each piece would need the table's lock):
 
 - it keeps ``actors_per_node`` actors on each live node with CPUs (a node that joins gets
   its actors; one that leaves loses them), each sized to its share of the node's cores;
