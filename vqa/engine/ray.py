@@ -12,7 +12,7 @@ and the summary are the local job's own code. Ray Core only (actors and tasks): 
 
 One dispatcher thread in the driver owns every Ray call (over 400 lines for that reason:
 placement, hand-out, failure and shutdown all read and change the one actor table that thread
-owns; split apart, each piece would need the table's lock):
+owns; split into modules, each would reach into that table):
 
 - it keeps ``actors_per_node`` actors on each live node with CPUs (a node that joins gets
   its actors; one that leaves loses them), each sized to its share of the node's cores;
