@@ -46,6 +46,8 @@ AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 # CUDA graph bucket (vqa.infer.buckets). Larger batches pay off only with --frames all.
 AUTO_BATCH_SIZE_BY_BACKEND = {"cuda": {"latency": 1, "throughput": 32}}
 BACKEND_CHOICES = (*BACKENDS, AUTO_BACKEND)
+# Backends whose inference runs off the CPU: the thread budget gives decoding the cores.
+GPU_BACKENDS = frozenset({"cuda"})
 ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
 DECODERS = tuple(decode.KNOWN_BACKENDS)
 
@@ -219,7 +221,8 @@ class ScoreOptions:
     workers: int | None = _option(
         None, _check_workers, flag="--workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode worker processes (default: half the usable cores, at least 1, the rest "
-             "for inference; 0 decodes in this process, without the timeout and memory limit).")
+             "for inference; with --backend cuda all cores but one; 0 decodes in this process, "
+             "without the timeout and memory limit).")
     timeout_s: float | str | None = _option(
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
@@ -271,7 +274,8 @@ class ScoreOptions:
         the memory limit from the workers. ``timeout_s="auto"`` stays: it is decided per
         video from its probe (vqa.limits.auto_timeout_s)."""
         self.validate()
-        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores)
+        gpu = self.backend in GPU_BACKENDS
+        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu)
         memory, batch = self.worker_memory_mb, self.batch_size
         return Resolved(
             options=self, batch_size=batch if isinstance(batch, int)
@@ -279,7 +283,8 @@ class ScoreOptions:
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None,
-            split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads))
+            split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
+                                         accelerator=gpu))
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)

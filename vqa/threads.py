@@ -16,6 +16,12 @@ except that there is always at least one of each.
     ThreadBudget(cores=8, workers=6, inference_threads=2, decode_threads=1)
     >>> plan_threads(cores=4, workers=0)   # decoding and inference take turns in one thread
     ThreadBudget(cores=4, workers=0, inference_threads=4, decode_threads=4)
+
+On a GPU backend (``accelerator=True``) inference needs one CPU thread, the one that copies
+views in and collects outputs, so the decode workers take every other core:
+
+    >>> plan_threads(cores=16, accelerator=True)
+    ThreadBudget(cores=16, workers=15, inference_threads=1, decode_threads=1)
 """
 from __future__ import annotations
 
@@ -67,15 +73,18 @@ class ThreadBudget:
 
 
 def plan_threads(*, workers: int | None = None, inference_threads: int | None = None,
-                 cores: int | None = None) -> ThreadBudget:
+                 cores: int | None = None, accelerator: bool = False) -> ThreadBudget:
     """Share ``cores`` (default: ``usable_cores()``) between decode workers and inference.
 
     What the caller sets is kept; the rest get what is left, at least one each. With no
     workers, decoding and inference run in turn in this process and each may use every core.
+    ``accelerator``: inference runs on a GPU and needs one CPU thread, not half the cores.
     """
     cores = usable_cores() if cores is None else max(1, int(cores))
     if workers == 0:
         return ThreadBudget(cores, 0, inference_threads or cores, cores)
+    if accelerator and inference_threads is None:
+        inference_threads = 1
     if workers is None and inference_threads is None:
         inference_threads = (cores + 1) // 2  # inference is the heavier stage per frame
         workers = max(1, cores - inference_threads)
@@ -92,7 +101,8 @@ def plan_threads(*, workers: int | None = None, inference_threads: int | None = 
 STARVING_SHARE = 0.5
 
 
-def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threads: int | None) -> str | None:
+def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threads: int | None,
+                   accelerator: bool = False) -> str | None:
     """A one-line warning when an explicit ``workers``/``inference_threads`` leaves decoding or
     inference far short of what ``auto`` would give it; None when the split is fine, or auto.
 
@@ -103,10 +113,13 @@ def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threa
     'auto would use --workers 8 --threads 8'
     >>> starving_split(plan_threads(cores=2, workers=2), workers=2, inference_threads=None) is None
     True
+    >>> starving_split(plan_threads(cores=16, workers=15, accelerator=True), workers=15, inference_threads=None,
+    ...                accelerator=True) is None
+    True
     """
     if (workers is None and inference_threads is None) or budget.workers == 0:
         return None
-    auto = plan_threads(cores=budget.cores)
+    auto = plan_threads(cores=budget.cores, accelerator=accelerator)
     given = " ".join(f"--{name} {value}" for name, value in (("workers", workers), ("threads", inference_threads))
                      if value is not None)
     for stage, have, want in (("inference", budget.inference_threads, auto.inference_threads),
