@@ -1,15 +1,16 @@
 """Shared fixtures: test clips made once per session (content: tests/scenes.py), one loaded
-Scorer per configuration, the record schema, and the fake scorer for CLI tests."""
+Scorer per configuration, the record schema, and the fake scorer for CLI tests.
+
+jsonschema (a test requirement) and PyAV (which encodes the clips) are imported by the
+fixtures that use them: a GPU machine without them still collects tests/test_cuda_device.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pytest
-from clips import write_clip
 from scenes import CLIP_RECIPES, FPS, SCENE_FRAMES, H, W, dead_leaves_frames
 from fakes import FakeScorer
 
@@ -24,6 +25,8 @@ def scene() -> np.ndarray:
 @pytest.fixture(scope="session")
 def make_clip(tmp_path_factory, scene) -> Callable[[str], Path]:
     """``make_clip(name)`` -> path of the clip ``CLIP_RECIPES[name]``, encoded on first use."""
+    from clips import write_clip  # PyAV
+
     folder = tmp_path_factory.mktemp("clips")
     made: dict[str, Path] = {}
 
@@ -59,6 +62,8 @@ def scorer_for():
 @pytest.fixture(scope="session")
 def validate_record():
     """Validate one record (a VideoScore or its dict) against the output contract."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(CONTRACT_SCHEMA)
 
     def check(record) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -22,6 +23,9 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "psm_"  # how multiprocessing.shared_memory names its segments on Linux
 STARTED = "SCORING"
 JOB_DEADLINE_S = 30  # a job that takes longer than this is hung, not slow
+# The child's first lines: start-up, workers and model, then a 1 s clip. Under a load of 13 on
+# 2 cores that took up to 21 s; far longer means it is wedged, and the test says so.
+CHILD_LINE_S = 120
 
 
 # --- a private mount namespace, for a small file system ---------------------------------
@@ -139,6 +143,19 @@ def run_with_deadline(scorer, paths: list[str], deadline_s: float = JOB_DEADLINE
     if errors:
         raise errors[0]
     return out
+
+
+def read_line(child, timeout_s: float = CHILD_LINE_S) -> str:
+    """The child's next stdout line, or a test failure (child killed, its stderr shown) when
+    none comes within ``timeout_s``: a wedged child must not hang the test run."""
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(child.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not box:
+        os.killpg(child.pid, signal.SIGKILL)  # its own session (start_new_session): workers included
+        pytest.fail(f"no line from the child within {timeout_s:g} s; stderr: {child.communicate()[1][-2000:]}")
+    return box[0]
 
 
 def decode_workers(scorer=None) -> list:

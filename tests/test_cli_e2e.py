@@ -111,3 +111,27 @@ def test_missing_model_dir_manifest_is_a_usage_error(mixed_folder, tmp_path):
     assert result.exit_code == EXIT_USAGE
     assert result.stderr.startswith("error: E_MODEL_MISSING:")
     assert result.stdout == ""
+
+
+def test_empty_folder_through_the_real_command_loads_no_model(tmp_path):
+    """`python -m vqa.cli score EMPTY`, the real scorer factory: exit 0, an empty output, the
+    summary line, and neither inference backend imported (-X importtime lists every import)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "notes.txt").write_text("no video here")
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "vqa.cli", "score", str(tmp_path),
+                          "--workers", "2", "--format", "jsonl"], capture_output=True, text=True, timeout=120,
+                         cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
+    assert run.returncode == EXIT_OK and run.stdout == "", run.stderr[-2000:]
+    said = [line for line in run.stderr.splitlines() if not line.startswith("import time:")]
+    assert said[0] == f"warning: no video files found in {tmp_path}"
+    assert re.fullmatch(r"vqa: 0 videos: 0 ok, 0 failed; 0 processed in [\d.]+ s", said[-1]), said
+    # Every process prints its own imports there, spawned decode workers too (the flag is passed on).
+    imported = [line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")]
+    assert imported.count("vqa.engine.pool") == 1, "a decode worker was started (it imports the engine again)"
+    assert not {"openvino", "torch"} & set(imported), "an inference backend was imported: the model was opened"

@@ -137,3 +137,22 @@ def test_on_a_gpu_the_decode_workers_take_the_cores_inference_leaves():
     warning = ScoreOptions(backend="cuda", workers=4).resolve(cores=16).split_warning
     assert warning is not None and "auto would use --workers 15 --threads 1" in warning
     assert ScoreOptions(backend="cuda", threads=4).resolve(cores=16).workers == 12  # what the caller sets is kept
+
+
+def test_gpu_tests_collect_without_jsonschema_pyav_or_openvino():
+    """The GPU machine lacks them: the conftest must import them only in the fixtures that use
+    them, or tests/test_cuda_device.py errors there before its first test."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, VQA_HIDE="jsonschema,av,openvino",
+               PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "hide_packages",
+                          "--collect-only", "tests/test_cuda_device.py"],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    summary = run.stdout.strip().splitlines()[-1]  # e.g. "14 tests collected in 6.31s"; errors would be named
+    assert run.returncode == 0 and re.fullmatch(r"\d+ tests collected in [\d.]+s", summary), run.stdout[:3000]

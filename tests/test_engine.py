@@ -14,7 +14,7 @@ import pytest
 from clips import textured_frames, write_clip
 from scenes import dead_leaves_frames, frozen_middle
 from engine_helpers import (STARTED, alive, assert_no_segment_left, children, decode_workers,
-                            mapped_segments, psm_segments, run_with_deadline, wait_until)
+                            mapped_segments, psm_segments, read_line, run_with_deadline, wait_until)
 
 from vqa import Scorer
 from vqa.sample import plan_frames, split_plan
@@ -270,7 +270,7 @@ def start_child(paths: list[str]) -> subprocess.Popen:
         [str(HERE.parent), str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]))
     child = subprocess.Popen([sys.executable, str(HELPER), *paths], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    line = child.stdout.readline()
+    line = read_line(child)
     if not line.startswith(STARTED):
         child.kill()
         pytest.fail(f"child did not start: {line!r} {child.communicate()[1][-2000:]}")
@@ -296,7 +296,7 @@ def into_a_job(clip_20s, tmp_path_factory):
 
     def start() -> subprocess.Popen:
         child = start_child([str(short), clip_20s])
-        line = child.stdout.readline()
+        line = read_line(child)
         assert line.startswith("RECORD ok"), line
         return child
     return start

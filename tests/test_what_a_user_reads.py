@@ -48,6 +48,32 @@ def test_an_empty_upload_folder_writes_an_empty_output_and_exits_0(fake, tmp_pat
     assert again.exit_code == 0 and out.read_text() == text
 
 
+@pytest.mark.parametrize("store", [False, True])
+def test_an_empty_upload_folder_opens_no_model(monkeypatch, tmp_path, store):
+    """Nothing to score: the job ends at once, without loading the model or starting workers."""
+    opened: list = []
+    monkeypatch.setattr(cli.score, "_make_scorer", lambda *a, **k: opened.append(a) or FakeScorer(*a, **k))
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    result = run("score", uploads, *(["--output", tmp_path / "r.jsonl"] if store else []))
+    assert result.exit_code == 0, result.stderr
+    assert opened == [], "the scorer was made for a job with no videos"
+    summary = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"vqa: 0 videos: 0 ok, 0 failed; (0 from the job store, )?0 processed in [\d.]+ s", summary)
+    assert ("from the job store" in summary) == store
+
+
+def test_run_folder_job_on_no_videos_makes_no_scorer(tmp_path):
+    from vqa.job import JobSummary, run_folder_job
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the scorer was made for a job with no videos")
+
+    out = tmp_path / "r.json"
+    assert run_folder_job([tmp_path], output=str(out), fmt="json", make_scorer=refuse) == JobSummary(0, 0, 0)
+    assert json.loads(out.read_text()) == []
+
+
 class Decoding(FakeScorer):
     """Records whose frames were decoded, as a real scoring run's are."""
 

@@ -154,7 +154,8 @@ class FolderJob:
        written or loaded yet.
     2. ``job.start(stack)``: open the job store, the scorer (model and workers) and the output
        on ``stack`` (a ``contextlib.ExitStack``). VQAError from the store or the scorer;
-       UsageError when the output cannot be opened.
+       UsageError when the output cannot be opened. No inputs: no scorer (``scorer`` stays
+       None), so a job with nothing to do loads no model and starts no worker.
     3. ``job.run()``: one Outcome per input, in order, each written to the output (and the
        store) before it is yielded; the writer is closed at the end. OutputError when the
        output cannot be written; the job store holds every record yielded so far.
@@ -184,21 +185,26 @@ class FolderJob:
         self.store: JobStore | None = None
         self.scorer: ScorerLike | None = None
         self._stream: TextIO | None = None
+        self._started = False
 
     def start(self, stack: ExitStack) -> None:
         self.store = stack.enter_context(JobStore(self.db, follow_links=not self._derived_db)) if self.db else None
-        self.scorer = stack.enter_context(self._make_scorer(self.options, **self._engine))
+        if self.inputs:  # nothing to score: no model to load, no worker to start
+            self.scorer = stack.enter_context(self._make_scorer(self.options, **self._engine))
         try:
             self._stream = stack.enter_context(outputs.open_output(self.output))
         except OSError as e:
             raise UsageError(f"cannot write {self.output}: {e.strerror}") from None
+        self._started = True
 
     def run(self) -> Iterator[Outcome]:
-        if self.scorer is None:
+        if not self._started:
             raise RuntimeError("FolderJob.run() before start()")
         width = max((len(i.path) for i in self.inputs), default=0)
+        outcomes = () if self.scorer is None else run_job(self.scorer, self.inputs, store=self.store,
+                                                          retry_failed=self.retry_failed)
         with self._guard(open_writer, self.fmt, self._stream, path_width=width) as writer:  # CSV's header now
-            for outcome in run_job(self.scorer, self.inputs, store=self.store, retry_failed=self.retry_failed):
+            for outcome in outcomes:
                 self._guard(writer.write, outcome.record)
                 yield outcome
                 if self.fail_fast and not outcome.ok:
