@@ -1,0 +1,162 @@
+"""Old decision thresholds against new ones, on the same test clips, in one run, on a CPU.
+
+The test set of models/README.md (``make_dataset.py --test 200 --test-ladders 30``, seed
+20261203) needs a GPU for its VMAF labels in reasonable time; here it is made on the CPU
+(vmaf-torch on CPU), optionally with fewer ladders: the plan is drawn exactly as the full set's
+(same seed, same 30 ladder bases, same 200 random clips, every test source as it is, every
+PolyU pair), and only the first ``--ladders`` ladders are kept, so every clip made here is a
+clip of the full set.
+
+Each clip is scored once by ``vqa.Scorer``; the frame results the pipeline hands to
+``vqa.aggregate.aggregate`` are kept (as calibrate.py does), and aggregate is run again under
+each manifest's decision block, so both sets of thresholds are judged on the same frames by the
+shipped rules. Records go through ``scripts/targets.py``'s measures.
+
+    python scripts/threshold_test.py make --content P_TEST --out /tmp/i16b/test --ladders 0 --workers 2
+    python scripts/threshold_test.py score --data /tmp/i16b/test --workers 1
+    python scripts/threshold_test.py compare --data /tmp/i16b/test --decision old=OLD_VQA_JSON \\
+        --decision new=models/vqa.json --out RESULTS.json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pickle
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import make_dataset as md  # noqa: E402
+import targets as tg  # noqa: E402
+
+import vqa  # noqa: E402
+from vqa import aggregate as agg  # noqa: E402
+
+SEED = 20261201 + 2  # make_dataset.py's test seed
+RANDOM, LADDERS = 200, 30  # the full test set's plan
+
+
+def ladder_index(spec: dict, seed: int = SEED) -> int | None:
+    if "ladder" not in spec:
+        return None
+    i = spec["seed"] - seed * 1_000_003
+    return i - 700_000 if i >= 700_000 else i - 500_000
+
+
+def plan(content: Path, ladders: int, skip_real: bool = False) -> list[dict]:
+    specs = md.plan_split(content, "test", RANDOM, SEED, LADDERS, real=True)
+    keep = [s for s in specs if (ladder_index(s) is None or ladder_index(s) < ladders)
+            and not (skip_real and "real" in s)]
+    return keep
+
+
+def make(a) -> None:
+    specs = plan(a.content, a.ladders, a.skip_real)
+    if a.only_ladders:
+        specs = [s for s in specs if ladder_index(s) is not None and ladder_index(s) >= a.only_ladders]
+    a.out.mkdir(parents=True, exist_ok=True)
+    print(f"{len(specs)} clips to make", flush=True)
+    md.generate(a.content, "test", specs, a.workers, "cpu", a.out)
+
+
+def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> dict[str, tuple]:
+    """file name -> the (frames, plan, duration_s) the pipeline handed to aggregate."""
+    captured: list = []
+    original = agg.aggregate
+
+    def spy(frames, plan_, duration_s, decision):
+        captured.append((frames, plan_, duration_s))
+        return original(frames, plan_, duration_s, decision)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "aggregate", None) is original:
+            mod.aggregate = spy
+    out = {}
+    with vqa.Scorer(model_dir=model_dir, workers=workers, worker_memory_mb=None) as scorer:
+        for n, p in enumerate(paths):
+            before = len(captured)
+            r = scorer.score(p)
+            if not r.ok or len(captured) != before + 1:
+                raise SystemExit(f"{p.name}: {r.error if not r.ok else 'aggregate not seen once'}")
+            out[p.name] = captured[-1]
+            if n % 50 == 0:
+                print(f"scored {n}/{len(paths)}", flush=True)
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "aggregate", None) is spy:
+            mod.aggregate = original
+    return out
+
+
+def score(a) -> None:
+    clips = json.loads((a.data / "test.json").read_text())
+    frames_path = a.data / "frames.pkl"
+    done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
+    todo = [a.data / "test_clips" / c["file"] for c in clips if c["file"] not in done]
+    done.update(capture_scores(todo, a.workers, a.model_dir))
+    frames_path.write_bytes(pickle.dumps(done))
+    print(f"{len(done)} clips' frame results in {frames_path}")
+
+
+def decision_of(manifest: Path) -> agg.Decision:
+    return agg.Decision.from_manifest(json.loads(manifest.read_text())["decision"])
+
+
+def records(frames: dict[str, tuple], decision: agg.Decision) -> dict[str, dict]:
+    out = {}
+    for name, (fr, plan_, duration) in frames.items():
+        s, cat, defects = agg.aggregate(fr, plan_, duration, decision)
+        out[name] = {"file": name, "status": "ok", "score": s, "category": cat,
+                     "defects": [{"type": d.type, "start_s": d.start_s, "end_s": d.end_s} for d in defects]}
+    return out
+
+
+def compare(a) -> None:
+    clips = []
+    frames: dict = {}
+    for d in a.data:
+        cs = json.loads((d / "test.json").read_text())
+        for c in cs:  # clips from several make calls: keep names apart
+            c["file"] = f"{d.name}/{c['file']}"
+        clips += cs
+        frames.update({f"{d.name}/{k}": v for k, v in pickle.loads((d / "frames.pkl").read_bytes()).items()})
+    res: dict = {"clips": len(clips), "sets": [str(d) for d in a.data]}
+    for item in a.decision:
+        name, path = item.split("=", 1)
+        dec = decision_of(Path(path))
+        recs = records(frames, dec)
+        out = tg.targets(clips, recs)
+        out["defect_probability"] = dec.defect_probability
+        out["dark_luma_p98"] = dec.dark_luma_p98
+        res[name] = out
+    text = json.dumps(res, indent=1)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="step", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--content", type=Path, required=True)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--ladders", type=int, default=0, help="keep the first N of the 30 ladders")
+    m.add_argument("--only-ladders", type=int, default=0, help="make only ladders from this index on")
+    m.add_argument("--skip-real", action="store_true")
+    m.add_argument("--workers", type=int, default=2)
+    s = sub.add_parser("score")
+    s.add_argument("--data", type=Path, required=True)
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--model-dir", type=Path, default=None)
+    c = sub.add_parser("compare")
+    c.add_argument("--data", type=Path, nargs="+", required=True)
+    c.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST")
+    c.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    {"make": make, "score": score, "compare": compare}[a.step](a)
+
+
+if __name__ == "__main__":
+    main()
