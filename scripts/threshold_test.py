@@ -20,7 +20,6 @@ shipped rules. Records go through ``scripts/targets.py``'s measures.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import pickle
 import sys
@@ -45,20 +44,60 @@ def ladder_index(spec: dict, seed: int = SEED) -> int | None:
     return i - 700_000 if i >= 700_000 else i - 500_000
 
 
-def plan(content: Path, ladders: int, skip_real: bool = False) -> list[dict]:
+def key(spec: dict) -> str:
+    """A clip's name: its seed, and which half of a PolyU pair (the two share a seed)."""
+    return f"test_{spec['seed']}{spec.get('real', '').removeprefix('pair')}"
+
+
+def plan(content: Path, ladders: int) -> list[dict]:
+    """The full test set's specs (make_dataset.plan_split), the first ``ladders`` ladders kept;
+    in the order made here: every test source as it is and the PolyU pairs, then the random
+    clips in the order they were drawn, then the ladders (so a run cut short is a prefix)."""
     specs = md.plan_split(content, "test", RANDOM, SEED, LADDERS, real=True)
-    keep = [s for s in specs if (ladder_index(s) is None or ladder_index(s) < ladders)
-            and not (skip_real and "real" in s)]
-    return keep
+    real = sorted((s for s in specs if "real" in s), key=lambda s: s["width"] * s["height"])
+    rand = sorted((s for s in specs if "real" not in s and "ladder" not in s), key=lambda s: s["seed"])
+    ladder = sorted((s for s in specs if ladder_index(s) is not None and ladder_index(s) < ladders),
+                    key=lambda s: s["seed"])
+    return real + rand + ladder
 
 
 def make(a) -> None:
-    specs = plan(a.content, a.ladders, a.skip_real)
-    if a.only_ladders:
-        specs = [s for s in specs if ladder_index(s) is not None and ladder_index(s) >= a.only_ladders]
-    a.out.mkdir(parents=True, exist_ok=True)
-    print(f"{len(specs)} clips to make", flush=True)
-    md.generate(a.content, "test", specs, a.workers, "cpu", a.out)
+    """Make the clips with make_dataset.make_clip (VMAF labels on the CPU), one record a line in
+    ``test.jsonl`` as each finishes: a run stopped early keeps what it made, and resumes."""
+    import multiprocessing as mp
+
+    import synth
+    specs = plan(a.content, a.ladders)
+    if a.random is not None:
+        rand = [s for s in specs if "real" not in s and "ladder" not in s][a.random:]
+        specs = [s for s in specs if not any(s is r for r in rand)]
+    out = a.out / "test_clips"
+    out.mkdir(parents=True, exist_ok=True)
+    index = a.out / "test.jsonl"
+    done = {json.loads(line)["key"] for line in index.read_text().splitlines()} if index.exists() else set()
+    todo = [s for s in specs if key(s) not in done]
+    sources = md.load_content(a.content, "test")
+    print(f"{len(specs)} clips planned, {len(todo)} to make", flush=True)
+    with mp.get_context("spawn").Pool(a.workers, initializer=md._init, initargs=(a.content, sources, "cpu")) as pool, \
+            open(index, "a") as f:
+        for n, r in enumerate(pool.imap_unordered(md.make_clip, [(s, "test") for s in todo], chunksize=1)):
+            spec = r["spec"]
+            name = f"{key(spec)}.{synth.CODECS[spec['codec']][0]}"
+            (out / name).write_bytes(r["bytes"])
+            rec = {"key": key(spec), "file": name, "spec": spec, "vmaf": r["vmaf"], "vmaf_codec": r["vmaf_codec"],
+                   "target": r["target"], "sigma_eff": r["sigma_eff"],
+                   "labels": dict(zip(md.MODEL_DEFECTS, r["labels"])),
+                   "source": "graphics" if spec["source"] == "graphics" else sources[spec["source"]]["id"]}
+            if "vmaf_pristine" in r:
+                rec["vmaf_pristine"] = r["vmaf_pristine"]
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            if n % 10 == 0:
+                print(f"made {n + 1}/{len(todo)}", flush=True)
+
+
+def load_clips(data: Path) -> list[dict]:
+    return [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()]
 
 
 def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> dict[str, tuple]:
@@ -90,7 +129,7 @@ def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> d
 
 
 def score(a) -> None:
-    clips = json.loads((a.data / "test.json").read_text())
+    clips = load_clips(a.data)
     frames_path = a.data / "frames.pkl"
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
     todo = [a.data / "test_clips" / c["file"] for c in clips if c["file"] not in done]
@@ -116,7 +155,7 @@ def compare(a) -> None:
     clips = []
     frames: dict = {}
     for d in a.data:
-        cs = json.loads((d / "test.json").read_text())
+        cs = load_clips(d)
         for c in cs:  # clips from several make calls: keep names apart
             c["file"] = f"{d.name}/{c['file']}"
         clips += cs
@@ -143,8 +182,7 @@ def main() -> None:
     m.add_argument("--content", type=Path, required=True)
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--ladders", type=int, default=0, help="keep the first N of the 30 ladders")
-    m.add_argument("--only-ladders", type=int, default=0, help="make only ladders from this index on")
-    m.add_argument("--skip-real", action="store_true")
+    m.add_argument("--random", type=int, default=None, help="keep the first N of the 200 random clips")
     m.add_argument("--workers", type=int, default=2)
     s = sub.add_parser("score")
     s.add_argument("--data", type=Path, required=True)
