@@ -160,6 +160,13 @@ def compare(a) -> None:
             c["file"] = f"{d.name}/{c['file']}"
         clips += cs
         frames.update({f"{d.name}/{k}": v for k, v in pickle.loads((d / "frames.pkl").read_bytes()).items()})
+    clips = [c for c in clips if c["file"] in frames]  # scored so far
+    steps: dict[int, int] = {}
+    for c in clips:
+        if "ladder" in c["spec"]:
+            steps[c["spec"]["seed"]] = steps.get(c["spec"]["seed"], 0) + 1
+    whole = 1 + sum(len(v) for v in md.LADDERS.values())
+    clips = [c for c in clips if "ladder" not in c["spec"] or steps[c["spec"]["seed"]] == whole]
     res: dict = {"clips": len(clips), "sets": [str(d) for d in a.data]}
     for item in a.decision:
         name, path = item.split("=", 1)
