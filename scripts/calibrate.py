@@ -228,7 +228,8 @@ def main() -> None:
     real = np.array([specs[i].get("real") == "clean" for i in keep])
     print(f"{len(inputs)} scored ({int(clean.sum())} clean, {int(real.sum())} real pictures as they are)", flush=True)
     report = choose(inputs, labels, clean, real, shipped, a.cap, tuple(filter(None, a.keep.split(","))))
-    out = {"clips": len(inputs), "clean_clips": int(clean.sum()), "real_clean_clips": int(real.sum()),
+    out = {"command": "python scripts/calibrate.py " + " ".join(sys.argv[1:]), "backend": a.backend,
+           "clips": len(inputs), "clean_clips": int(clean.sum()), "real_clean_clips": int(real.sum()),
            "cap": a.cap, "kept": a.keep or None, "seed": a.seed, "chosen": {k: v for k, v in report.items() if k in HEADS},
            "any_defect_on_clean": report["any_defect_on_clean"]}
     print(json.dumps(out, indent=1))

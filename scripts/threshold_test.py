@@ -45,8 +45,9 @@ def ladder_index(spec: dict, seed: int = SEED) -> int | None:
 
 
 def key(spec: dict) -> str:
-    """A clip's name: its seed, and which half of a PolyU pair (the two share a seed)."""
-    return f"test_{spec['seed']}{spec.get('real', '').removeprefix('pair')}"
+    """A clip's name: its seed, and which half of a PolyU pair or which ladder step (they share a seed)."""
+    step = "_{}{}".format(*spec["ladder"]) if "ladder" in spec else ""
+    return f"test_{spec['seed']}{spec.get('real', '').removeprefix('pair')}{step}"
 
 
 def plan(content: Path, ladders: int) -> list[dict]:
