@@ -177,7 +177,15 @@ def compare(a) -> None:
         out["defect_probability"] = dec.defect_probability
         out["dark_luma_p98"] = dec.dark_luma_p98
         res[name] = out
+    for r in res.values():  # NaN is not JSON: no whole ladder scored
+        if isinstance(r, dict) and r.get("ladders_falling_from_clean", {}).get("ladders") == 0:
+            r["ladders_falling_from_clean"] = {"ladders": 0}
     text = json.dumps(res, indent=1)
+    if a.metrics:  # merged into the model's metrics, beside the first test set's numbers
+        metrics = json.loads(a.metrics.read_text())
+        metrics["decision_thresholds"] = {"command": "python scripts/threshold_test.py " + " ".join(sys.argv[1:]),
+                                          **res}
+        a.metrics.write_text(json.dumps(metrics, indent=1) + "\n")
     if a.out:
         a.out.write_text(text + "\n")
     print(text)
@@ -200,6 +208,7 @@ def main() -> None:
     c.add_argument("--data", type=Path, nargs="+", required=True)
     c.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST")
     c.add_argument("--out", type=Path, default=None)
+    c.add_argument("--metrics", type=Path, default=None, help="merge the result into this metrics.json")
     a = ap.parse_args()
     {"make": make, "score": score, "compare": compare}[a.step](a)
 
