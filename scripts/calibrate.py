@@ -7,14 +7,20 @@ the codec's VMAF, so its threshold is not chosen here.) Each clip is scored by `
 the frame results the pipeline hands to ``vqa.aggregate.aggregate`` are kept, and aggregate is
 run again under each candidate setting, so the rules measured are the shipped ones.
 
-For each head: the probability threshold with the best F1 (ties: the one nearest 0.5). For
-dark also the bound on the 98th percentile of luma (the decision's ``dark_luma_p98``).
-Candidates are tried as ``dataclasses.replace`` of the model's ``Decision``; nothing global
-changes. ``--manifest`` writes the choice into the ``decision`` block of the manifest
+For each head: the threshold with the best F1 (judged with its two grid neighbours, so an
+edge before a drop loses to a plateau; ties: nearest 0.5) among those that flag at most
+``--cap`` of the validation sources shown as they are (``--real``: every validation still and
+clip clean, and the PolyU pairs' halves, counted among the negatives). For dark also the bound
+on the 98th percentile of luma (the decision's ``dark_luma_p98``). ``--keep`` leaves a head's
+shipped threshold in place and reports the rule's choice beside it (for a check outside
+validation that turned it down: models/README.md says which and why). Candidates are tried
+as ``dataclasses.replace`` of the model's ``Decision``; nothing global changes. ``--cache``
+keeps the clips and the pipeline's frame results, so choosing again needs no rescoring.
+``--manifest`` writes the choice into the ``decision`` block of the manifest
 (``defect_probability`` and ``dark.luma_p98_max``; models/README.md documents the block):
 
-    python scripts/calibrate.py --content .device/content_tv --clips 400 \
-        --out models/calibration.json --manifest models/vqa.json
+    python scripts/calibrate.py --content P_VAL --clips 400 --real --cap 0.01 --keep noise \
+        --cache /tmp/cal --out models/calibration.json --manifest models/vqa.json
 """
 from __future__ import annotations
 
