@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from clips import textured_frames, write_clip
 
 from vqa import bench
+from vqa.bench_report import format_report
 from vqa.cli import cli
 from vqa.errors import UsageError
 from vqa.infer import available_backends
@@ -95,7 +96,7 @@ def test_cli_bench_json(tiny_clip):
     assert out["batch"]["study"] == "batch" and out["pipeline"]["study"] == "pipeline"
     assert out["pipeline"]["seconds"]["naive"] is None  # pytorch not asked for: no baseline, no torch
     assert out["pipeline"]["detail"]["infer_floor"]["batch_size"] == out["batch"]["best"]["openvino/fp32"]["batch_size"]
-    assert "Inference by batch size" in bench.format_report(out)
+    assert "Inference by batch size" in format_report(out)
 
 
 def test_cli_bench_bad_backend(tiny_clip):
@@ -121,7 +122,7 @@ def test_startup_study_times_each_phase(tiny_clip):
     out = startup_study(tiny_clip, runs=1)
     _positive(out["phases_alone_s"], ["imports_s", "hashing_s", "compile_s", "spawn_s"])
     _positive(out, ["overhead_s", "ready_s", "first_record_s", "wall_s"])
-    assert "Start-up of `vqa score CLIP`" in bench.format_report({"startup": out})
+    assert "Start-up of `vqa score CLIP`" in format_report({"startup": out})
 
 
 def test_concurrency_and_streaming_studies(tiny_clip):
@@ -132,7 +133,7 @@ def test_concurrency_and_streaming_studies(tiny_clip):
     _positive(c, ["score_many_s", "threads_s", "threads_over_score_many"])
     st = streaming_study(2000)
     assert st["first_record"]["paths_read"] < 100 and len(st["rss_mb"]) == 10
-    text = bench.format_report({"concurrency": c, "streaming": st})
+    text = format_report({"concurrency": c, "streaming": st})
     assert "Threads sharing one Scorer" in text and "Streaming 2,000 paths" in text
 
 

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .bench import NOISE_NOTE, _decode_floor, _load_avg, _table
+from .bench import NOISE_NOTE, _decode_floor, _load_avg
+from .bench_report import table
 from .errors import UsageError
 from .inputs import VIDEO_EXTENSIONS
 from .sample import plan_frames
@@ -208,7 +209,7 @@ def format_folder(result: dict) -> str:
     rows = [(k, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
              f"{r['videos_per_min_median']:.0f}", f"{r['decoded_per_sampled']:.2f}")
             for k, r in result["sampling"].items()]
-    lines += _table(["frames", "workers", "inference threads", "videos/min (best)", "(median)", "decoded/sampled"],
+    lines += table(["frames", "workers", "inference threads", "videos/min (best)", "(median)", "decoded/sampled"],
                     rows, [False, True, True, True, True, True])
     if "default_over_all" in result:
         lines.append(f"default plan over every frame: {result['default_over_all']:.2f}x the videos per minute "
@@ -216,7 +217,7 @@ def format_folder(result: dict) -> str:
                      f"{next(iter(result['sampling'].values()))['rounds']}")
     if result["workers"]:
         lines += ["", "Default plan by worker count (inference gets the other cores)"]
-        lines += _table(["workers", "inference threads", "videos/min (best)", "(median)", "efficiency"],
+        lines += table(["workers", "inference threads", "videos/min (best)", "(median)", "efficiency"],
                         [(r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
                           f"{r['videos_per_min_median']:.0f}",
                           "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}") for r in result["workers"]],

@@ -51,6 +51,7 @@ def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backe
     import json
 
     from vqa import bench as vqa_bench  # torch is imported only if a pytorch backend is measured
+    from vqa.bench_report import format_report
 
     if {"folder", "command"} & set(studies):
         _bench_folder(clip, studies, videos, clip_spec, sweep, rounds, as_json, model_dir)
@@ -65,7 +66,7 @@ def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backe
         if debug():
             raise
         fail(e.code, e.message, EXIT_USAGE)
-    click.echo(json.dumps(result, indent=2) if as_json else vqa_bench.format_report(result))
+    click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 
 def _bench_folder(path, studies, videos, clip_spec, sweep, rounds, as_json, model_dir) -> None:
