@@ -92,3 +92,20 @@ def test_a_decoder_that_fails_to_import_in_the_worker_fails_the_build_once(clip,
         done = run_cli(["score", str(clip), "--workers", workers, "--threads", "1", "--quiet"], tmp_path)
         assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
         assert done.stderr.count("E_BACKEND") == 1 and "libavformat.so.61" in done.stderr, done.stderr
+
+
+def test_a_video_not_split_is_probed_and_decoded_in_one_task(clip, monkeypatch):
+    """One task opens the file once (it was a probe task, then a decode task that opened it
+    again); the record is the in-process engine's, frames decoded included."""
+    from vqa import Scorer
+    from vqa.engine.messages import ProbeDecodeTask
+    from vqa.engine.processes import WorkerPool
+
+    tasks = []
+    real = WorkerPool.submit
+    monkeypatch.setattr(WorkerPool, "submit", lambda pool, task: (tasks.append(task), real(pool, task)))
+    with Scorer(workers=1, threads=1, frames=8) as pooled:
+        record = pooled.score(clip).to_dict()
+    assert [type(t) for t in tasks] == [ProbeDecodeTask]
+    with Scorer(workers=0, threads=1, frames=8) as here:
+        assert record == here.score(clip).to_dict() and record["status"] == "ok"

@@ -177,8 +177,10 @@ class PoolEngine(Engine):
     def _run(self) -> None:
         mark_engine_thread()
         try:
-            while not self._stop:
+            while True:
                 self._drain_wake()
+                if self._stop:  # read after the drain: close()'s wake-up cannot be lost (it cost up to IDLE_S)
+                    break
                 self._take_requests()
                 self._admit()
                 msg = self.pool.get(IDLE_S, also=(self._wake_r,))
