@@ -199,7 +199,7 @@ def test_splitting_never_depends_on_the_traffic(shared, tmp_path, monkeypatch):
     """Whether a video is spread over the workers depends on the call, never on what else is
     queued (it did: a video admitted while the queue was short was split, and a split can
     change a damaged stream's warnings)."""
-    from vqa.engine.messages import DecodeTask
+    from vqa.engine.messages import DecodeTask, ProbeDecodeTask
     from vqa.engine.processes import WorkerPool
 
     clips = []
@@ -210,7 +210,7 @@ def test_splitting_never_depends_on_the_traffic(shared, tmp_path, monkeypatch):
     real = WorkerPool.submit
 
     def spy(pool, task):
-        if isinstance(task, DecodeTask):
+        if isinstance(task, (DecodeTask, ProbeDecodeTask)):  # a video not split: probed and decoded in one
             decodes[task.path] = decodes.get(task.path, 0) + 1
         real(pool, task)
 

@@ -3,15 +3,42 @@
 >>> import vqa
 >>> result = vqa.score("clip.mp4")                      # doctest: +SKIP
 >>> result.score, result.category, result.defects       # doctest: +SKIP
+
+The public names load on first use (PEP 562): a decode worker is a spawned process that
+imports ``vqa.engine.worker``, and so this package, and it needs neither the options, the
+pipeline nor the engines behind them (issue 18, start-up).
 """
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import BackendUnavailable, InputError, ModelError, UsageError, VQAError
-from .config import ScoreOptions
-from .engines import open_scorer
-from .pipeline import Scorer, score
-from .types import DEFECT_TYPES, Defect, VideoInfo, VideoScore
+
+if TYPE_CHECKING:
+    from .config import ScoreOptions
+    from .engines import open_scorer
+    from .pipeline import Scorer, score
+    from .types import DEFECT_TYPES, Defect, VideoInfo, VideoScore
 
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_LAZY = {"ScoreOptions": "config", "open_scorer": "engines", "Scorer": "pipeline", "score": "pipeline",
+         "DEFECT_TYPES": "types", "Defect": "types", "VideoInfo": "types", "VideoScore": "types"}
 
 __all__ = ["BackendUnavailable", "DEFECT_TYPES", "Defect", "InputError", "ModelError", "ScoreOptions", "Scorer",
            "UsageError", "VQAError", "VideoInfo", "VideoScore", "__version__", "open_scorer",
            "score"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'vqa' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

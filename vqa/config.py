@@ -261,9 +261,11 @@ class ScoreOptions:
         if self.precision not in precisions:
             raise UsageError(f"backend {self.backend!r} runs precision {', '.join(precisions)}, "
                              f"not {self.precision!r}")
-        if self.decoder not in decode.AVAILABLE_BACKENDS:  # an error now, not E_BACKEND on every video
+        # An error now, not E_BACKEND on every video. Found, not imported: the decode workers
+        # import it (and say so at start-up if that fails), this process need not (issue 18).
+        reason = decode.missing_package(self.decoder)
+        if reason is not None:
             package = decode.KNOWN_BACKENDS[self.decoder]
-            reason = decode._IMPORT_ERRORS.get(self.decoder, "not installed")
             raise BackendUnavailable(f"decoder {self.decoder!r} needs the {package!r} package: pip install "
                                      f"{package} (import failed: {reason})")
         return self

@@ -8,7 +8,6 @@ threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, an
 """
 from __future__ import annotations
 
-import asyncio
 import atexit
 import functools
 import itertools
@@ -156,6 +155,8 @@ class Scorer:
         """``score`` for asyncio: ``record = await scorer.ascore(path)``. The event loop is
         not blocked; cancelling the awaiting task cancels the video's work. Like ``submit``,
         one worker reads each video, since coroutines usually have many in flight."""
+        import asyncio  # here: `vqa score` never needs it, and it costs start-up
+
         return await asyncio.wrap_future(self.submit(path))
 
     def score_many(self, paths: Iterable[PathArg]) -> Iterator[VideoScore]:

@@ -14,12 +14,14 @@ picture give the same view. Frames at or under the working scale are cut at nati
 resolution, and frames under VIEW px on their short side are enlarged so that every cell can
 hold a patch. Each patch is resampled from its own region of the frame, so the work and
 memory are those of 49 patches whatever the frame's size or shape.
+
+OpenCV is imported by the functions that use it: the parent of the decode workers needs the
+geometry and the stats' type from here, not OpenCV (issue 18, start-up).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 GRID = 7
@@ -75,6 +77,8 @@ def fragments(rgb: np.ndarray, offsets: np.ndarray | None = None, geometry: Geom
     every patch at its cell's centre, which is what inference uses (deterministic). Training
     draws random offsets as augmentation. ``geometry``: the model's (vqa.model.ModelSpec).
     """
+    import cv2
+
     GRID, PATCH, VIEW = geometry.grid, geometry.patch, geometry.view  # noqa: N806 - the names above
     h, w = rgb.shape[:2]
     s = working_scale(h, w, geometry)
@@ -101,6 +105,8 @@ def frame_stats(rgb: np.ndarray) -> FrameStats:
     # Everything comes from a 4x-subsampled grey copy: exact enough for black, exposure and
     # freeze decisions, and 1/16th of a full-frame pass (full-frame work here cost a fifth of
     # a worker's time at 1080p).
+    import cv2
+
     grey = cv2.cvtColor(np.ascontiguousarray(rgb[::4, ::4]), cv2.COLOR_RGB2GRAY)
     counts = np.bincount(grey.ravel(), minlength=256)
     p98 = int(np.searchsorted(np.cumsum(counts), 0.98 * grey.size))

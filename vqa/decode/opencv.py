@@ -89,10 +89,15 @@ class OpenCVReader(VideoReader):
 
     def _only_pictures(self) -> bool:
         """True when every video stream is an attached picture (cover art in an audio file),
-        which OpenCV would decode as a video: told from the headers, through PyAV."""
-        import av
+        which OpenCV would decode as a video: told from the headers, through PyAV. Without
+        PyAV (this backend does not need it otherwise) the check is skipped: OpenCV then
+        reads the picture as a video of one frame."""
+        try:
+            import av
 
-        from vqa.decode.pyav import _open_container, video_streams
+            from vqa.decode.pyav import _open_container, video_streams
+        except ImportError:
+            return False
         try:
             with _open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as c:
                 return bool(c.streams.video) and not video_streams(c)

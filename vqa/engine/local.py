@@ -13,7 +13,7 @@ import numpy as np
 from ..aggregate import FrameResult, FreezeChain
 from ..codes import ErrorCode
 from ..config import Resolved
-from ..decode import open_video
+from ..decode import open_video, reader_class
 from ..decode.base import KEYFRAME_SCAN_PACKETS
 from ..errors import VQAError
 from ..futures import VideoFuture
@@ -83,6 +83,7 @@ class LocalEngine(Engine):
 
     def __init__(self, options: Resolved, spec: ModelSpec, inferencer: Inferencer,
                  new_record: Callable[[str], VideoScore]):
+        reader_class(options.decoder)  # a decoder that does not import fails here, not on every video
         self._options, self._spec, self._inferencer, self._new_record = options, spec, inferencer, new_record
         self._lifecycle = Owner("Scorer")
         self._requests: queue.SimpleQueue = queue.SimpleQueue()

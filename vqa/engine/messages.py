@@ -1,6 +1,6 @@
 """What the parent and a decode worker say to each other: tasks one way, typed messages back.
 
-``Ready`` once at start-up, then for each task ``Probed`` (a probe's answer) or ``Batch``
+``Ready`` once at start-up, then for each task ``Probed`` (a probe's answer) and/or ``Batch``
 messages and ``Done``, or ``Failed``. The pool (vqa.engine.processes) adds ``Crashed`` and
 ``TimedOut`` for tasks whose worker died or ran past its limit.
 """
@@ -19,6 +19,20 @@ class ProbeTask:
     decoder: str
     want_keyframes: bool
     timeout_s: float | None = None  # enforced by the parent (WorkerPool), from when a worker takes it
+
+
+@dataclass(frozen=True)
+class ProbeDecodeTask:
+    """A video that is not split: the probe, then the decode of its whole plan, in one task
+    that opens the file once. The worker plans as the parent does (``vqa.sample.plan_frames``
+    of the probe's info and keyframes with ``frames``: a pure function), sends ``Probed``
+    (not the task's last message), then the ``Batch`` messages and ``Done``. The parent
+    holds the task to the probe's limit until ``Probed``, then to the decode's (WorkerPool.restart_clock)."""
+    task_id: int
+    path: str
+    decoder: str
+    frames: int | str  # ScoreOptions.frames
+    timeout_s: float | None = None  # the probe's limit; enforced by the parent, from when a worker takes it
 
 
 @dataclass(frozen=True)
@@ -45,16 +59,20 @@ class FrameMeta:
 @dataclass(frozen=True)
 class Ready:
     """Once, at start-up: the worker takes tasks now. ``address_space_mb``: what it maps already
-    (None where /proc cannot say), to check a memory limit against."""
+    (None where /proc cannot say), to check a memory limit against. ``decoder_error``: why the
+    decoder's package did not import there (BackendUnavailable's message), else None."""
     pid: int
     address_space_mb: int | None
+    decoder_error: str | None = None
 
 
 @dataclass(frozen=True)
 class Probed:
+    """A probe's answer; the task's last message unless ``decoding`` (a ProbeDecodeTask goes on)."""
     task_id: int
     info: VideoInfo
     keyframes_s: list[float] | None
+    decoding: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ workers (vqa.engine.processes), the shared-memory ring (vqa.batch) and the infer
     probe (a worker) -> plan (vqa.sample) -> decode tasks (workers: the frame loop, into the
         ring) -> inference from the ring slot -> conclude (vqa.engine.conclude) -> VideoScore
 
+A video read by one worker (not split) is probed and decoded in one task, which opens the
+file once; the worker plans it as the dispatcher does (a pure function of the probe).
+
 Requests reach the dispatcher through a queue, and a pipe wakes it when a request, a
 cancellation or an inference result arrives. A future stays pending until its record is
 ready, so ``future.cancel()`` works at any time: the video's tasks are stopped and its worker
@@ -33,7 +36,7 @@ from ..sample import plan_frames, split_plan
 from ..types import SamplePlan, VideoInfo, VideoScore
 from .base import Engine, register
 from .conclude import conclude
-from .messages import Batch, Crashed, DecodeTask, Done, Failed, Probed, ProbeTask, TimedOut
+from .messages import Batch, Crashed, DecodeTask, Done, Failed, Probed, ProbeDecodeTask, ProbeTask, TimedOut
 from .processes import WorkerPool
 
 SLOTS_PER_WORKER = 3  # one being filled, one in inference, one ready
@@ -71,7 +74,8 @@ def start_workers(options: Resolved, spec: ModelSpec) -> tuple[WorkerPool, Batch
                      view=spec.preprocessing.view)
     try:
         pool = WorkerPool(mp.get_context("spawn"), options.workers, ring.spec, SLOTS_PER_WORKER,
-                          memory_mb=options.worker_memory_mb, geometry=spec.preprocessing)
+                          memory_mb=options.worker_memory_mb, geometry=spec.preprocessing,
+                          decoder=options.decoder)
     except BaseException:
         ring.close()
         raise
@@ -173,8 +177,10 @@ class PoolEngine(Engine):
     def _run(self) -> None:
         mark_engine_thread()
         try:
-            while not self._stop:
+            while True:
                 self._drain_wake()
+                if self._stop:  # read after the drain: close()'s wake-up cannot be lost (it cost up to IDLE_S)
+                    break
                 self._take_requests()
                 self._admit()
                 msg = self.pool.get(IDLE_S, also=(self._wake_r,))
@@ -246,10 +252,11 @@ class PoolEngine(Engine):
         self.pool.submit(replace(task, task_id=task_id, timeout_s=timeout_s))
 
     def _probe(self, video: _Video) -> None:
+        if video.parts == 1:  # one worker reads it all: probe and decode in one task, one open
+            self._submit(video, ProbeDecodeTask(0, video.path, self.o.decoder, self.o.frames), self._limit(video))
+            return
         # Keyframes place a sampled plan's runs, and the cuts of a split plan.
-        want = video.parts > 1 or self.o.frames != "all"
-        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=want),
-                     self._limit(video))
+        self._submit(video, ProbeTask(0, video.path, self.o.decoder, want_keyframes=True), self._limit(video))
 
     def _cancel(self, video: _Video) -> None:
         """Stop the video's unanswered tasks: their workers are replaced, not left to finish."""
@@ -270,6 +277,10 @@ class PoolEngine(Engine):
             for meta in msg.frames:
                 chain.add(meta.stats)
             self._infer(video, msg.slot, msg.frames)
+            return
+        if isinstance(msg, Probed) and msg.decoding:  # the task goes on: its batches and Done follow
+            if video is not None:
+                self._plan(video, msg.info, msg.keyframes_s, decoding=msg.task_id)
             return
         self._owner.pop(msg.task_id, None)  # every other message is the task's last
         if video is None:
@@ -312,12 +323,19 @@ class PoolEngine(Engine):
         """timeout_s when it is not "auto": seconds, or None for no limit."""
         return None if isinstance(self.o.timeout_s, str) else self.o.timeout_s
 
-    def _plan(self, video: _Video, info: VideoInfo, keyframes: list[float] | None) -> None:
+    def _plan(self, video: _Video, info: VideoInfo, keyframes: list[float] | None,
+              decoding: int | None = None) -> None:
+        """Plan the video from its probe and start its decode tasks; ``decoding``: the id of a
+        ProbeDecodeTask that decodes the same plan (made in the worker by the same function)."""
         video.info = video.record.video = info
         video.planned = plan_frames(info, self.o.frames, keyframes_s=keyframes)
         # Each segment gets the whole video's limit: it decodes no more than the whole video.
         video.timeout_s = auto_timeout_s(info, video.planned) if self.o.timeout_s == "auto" else self._seconds()
         video.record.sampling = video.planned.to_dict()
+        if decoding is not None:
+            video.plan, video.pending = video.planned, 1
+            self.pool.restart_clock(decoding, video.timeout_s)
+            return
         video.plan, segments = split_plan(video.planned, video.parts, keyframes_s=keyframes)
         video.pending = len(segments)
         # Cores the split could not use (too few keyframes) go to FFmpeg's own threads.

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..batch import RingSpec
 from ..codes import ErrorCode
-from ..errors import UsageError, VQAError
+from ..errors import BackendUnavailable, UsageError, VQAError
 from ..preprocess import TRAINING, Geometry
 from .messages import Batch, Crashed, Done, Failed, Probed, Ready, TimedOut
 from .worker import EXIT_UNGUARDED_SCRIPT, UNGUARDED_MESSAGE, WORKER_NAME, worker_main
@@ -96,9 +96,10 @@ class WorkerPool:
     """
 
     def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int,
-                 memory_mb: int | None = None, geometry: Geometry = TRAINING):
+                 memory_mb: int | None = None, geometry: Geometry = TRAINING, decoder: str | None = None):
         self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
         self._geometry = geometry  # the model's (vqa.model.ModelSpec.preprocessing)
+        self._decoder = decoder  # imported by each worker as it starts
         self._pid = os.getpid()
         _pools.add(self)
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
@@ -116,7 +117,8 @@ class WorkerPool:
         parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
         w.process = self._ctx.Process(target=worker_main,
-                                      args=(child_end, self._spec, free, self._memory_mb, 1, self._geometry),
+                                      args=(child_end, self._spec, free, self._memory_mb, 1, self._geometry,
+                                            self._decoder),
                                       daemon=True, name=WORKER_NAME)
         w.process.start()
         child_end.close()
@@ -196,6 +198,17 @@ class WorkerPool:
         except OSError:
             pass  # a dead worker's replacement starts with its free slots
 
+    def restart_clock(self, task_id: int, timeout_s: float | None) -> None:
+        """The task goes on under a new limit, counted from now: a ProbeDecodeTask past its
+        probe gets the decode's limit, as a decode task of its own would."""
+        for w in self._workers:
+            if w.task_id == task_id:
+                w.started_s = time.monotonic()
+                w.deadline_s = w.started_s + timeout_s if timeout_s else None
+                w.blocked_total_s = 0.0
+                if w.blocked_since_s is not None:
+                    w.blocked_since_s = w.started_s
+
     def _overrun(self):
         """Replace the first worker past its deadline; its task's ``TimedOut``, or None."""
         now = time.monotonic()
@@ -227,8 +240,11 @@ class WorkerPool:
                 raise RuntimeError(f"unexpected message from a decode worker while it starts: {msg!r}")
 
     def _check_ready(self, msg: Ready) -> None:
-        """A memory limit below what a worker maps before decoding anything fails every video:
-        refuse it once, for the job, instead of giving every video E_MEMORY_LIMIT."""
+        """A decoder that does not import, or a memory limit below what a worker maps before
+        decoding anything, fails every video: refuse it once, for the job, instead of giving
+        every video E_BACKEND or E_MEMORY_LIMIT."""
+        if msg.decoder_error is not None:
+            raise BackendUnavailable(msg.decoder_error)
         need = None if msg.address_space_mb is None else msg.address_space_mb + WORKER_HEADROOM_MB
         if self._memory_mb and need is not None and self._memory_mb < need:
             raise UsageError(
@@ -265,7 +281,7 @@ class WorkerPool:
                 if isinstance(msg, Batch):
                     self._parent_held.add(msg.slot)
                     self._note_blocked(w)
-                if isinstance(msg, (Probed, Done, Failed)):
+                if isinstance(msg, (Done, Failed)) or isinstance(msg, Probed) and not msg.decoding:
                     w.task_id, w.deadline_s, w.blocked_since_s = None, None, None
                     self._dispatch()
                 return msg

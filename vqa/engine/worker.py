@@ -20,13 +20,15 @@ import numpy as np
 
 from ..batch import RingSpec, RingWriter
 from ..codes import ErrorCode
-from ..decode import open_video
-from ..decode.base import KEYFRAME_SCAN_PACKETS
-from ..errors import VQAError
+from ..decode import open_video, reader_class
+from ..decode.base import KEYFRAME_SCAN_PACKETS, VideoReader
+from ..errors import BackendUnavailable, VQAError
 from ..limits import out_of_memory
 from ..preprocess import TRAINING, Geometry
+from ..sample import plan_frames
+from ..types import SamplePlan
 from .frames import batches
-from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeTask, Ready
+from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeDecodeTask, ProbeTask, Ready
 
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 # The exit status of a worker that found itself re-running the user's script: the script
@@ -103,12 +105,12 @@ class _RingSlots:
         self._link.free.append(key)
 
 
-def _decode(task: DecodeTask, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
-    with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
-        for slot, metas in batches(reader, task.plan, _RingSlots(link, ring), ring.spec.batch_size,
-                                   run_offset=task.run_offset, open_end=task.open_end, geometry=geometry):
-            link.send(Batch(task.task_id, slot, metas))
-        link.send(Done(task.task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
+def _decode(task_id: int, reader: VideoReader, plan: SamplePlan, link: _Link, ring: RingWriter,
+            geometry: Geometry, *, run_offset: int = 0, open_end: bool = True) -> None:
+    for slot, metas in batches(reader, plan, _RingSlots(link, ring), ring.spec.batch_size,
+                               run_offset=run_offset, open_end=open_end, geometry=geometry):
+        link.send(Batch(task_id, slot, metas))
+    link.send(Done(task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
 
 
 def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
@@ -128,13 +130,20 @@ def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
 
 
 def _run(task, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
-    if isinstance(task, ProbeTask):
-        with open_video(task.path, backend=task.decoder, threads=1) as reader:
-            info = reader.info
-            keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if task.want_keyframes else None
-        link.send(Probed(task.task_id, info, keyframes))
-    else:
-        _decode(task, link, ring, geometry)
+    if isinstance(task, DecodeTask):
+        with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
+            _decode(task.task_id, reader, task.plan, link, ring, geometry, run_offset=task.run_offset,
+                    open_end=task.open_end)
+        return
+    with open_video(task.path, backend=task.decoder, threads=1) as reader:
+        info = reader.info
+        # A sampled plan's runs are placed by the keyframes (vqa.sample); a split plan is cut there.
+        want = task.want_keyframes if isinstance(task, ProbeTask) else task.frames != "all"
+        keyframes = reader.keyframe_times(KEYFRAME_SCAN_PACKETS) if want else None
+        decoding = isinstance(task, ProbeDecodeTask)
+        link.send(Probed(task.task_id, info, keyframes, decoding=decoding))
+        if decoding:  # the same reader goes on: the file is opened and checked once
+            _decode(task.task_id, reader, plan_frames(info, task.frames, keyframes_s=keyframes), link, ring, geometry)
 
 
 def guard_spawned_import() -> None:
@@ -163,17 +172,25 @@ def _address_space_mb() -> int | None:
 
 
 def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
-                opencv_threads: int = 1, geometry: Geometry = TRAINING) -> None:
-    """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death."""
-    import cv2  # loaded already by the preprocess stage; its own pool would take every core
+                opencv_threads: int = 1, geometry: Geometry = TRAINING, decoder: str | None = None) -> None:
+    """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death.
+    ``decoder``: the backend the tasks will name, imported now (while the parent loads its
+    model, not on the first video); if it fails to import, ``Ready`` says why."""
+    import cv2  # the preprocess stage's; its own pool would take every core
 
     cv2.setNumThreads(opencv_threads)
+    decoder_error = None
+    if decoder is not None:
+        try:
+            reader_class(decoder)
+        except BackendUnavailable as e:
+            decoder_error = e.message
     link, ring = _Link(conn, slots), RingWriter(ring_spec)
     # After the ring is mapped: a failed attach would unlink the parent's segment (CPython's
     # SharedMemory does that on any OSError while opening it).
     _limit_memory(memory_mb, ring_spec)
     try:
-        link.send(Ready(os.getpid(), _address_space_mb()))
+        link.send(Ready(os.getpid(), _address_space_mb(), decoder_error))
         while True:
             task = link.next_task()
             error: tuple[str, str] | None = None

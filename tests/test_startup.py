@@ -1,0 +1,116 @@
+"""Start-up (issue 18): what the parent and a decode worker import, and a decoder package that
+is missing or broken, found once when the Scorer is built (never E_INTERNAL per video)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clips import textured_frames, write_clip
+
+import vqa
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("av", "cv2", "openvino", "torch", "click")
+
+
+def imported_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``code``."""
+    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120,
+                          check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_a_decode_worker_imports_neither_the_engines_nor_a_decoder_it_was_not_given():
+    """A spawned worker imports vqa.engine.worker (and so vqa): it needs the decoders and
+    vqa.preprocess, not the options, the pipeline and the engines behind them."""
+    mods = imported_after("import vqa.engine.worker")
+    assert not mods & {"vqa.config", "vqa.pipeline", "vqa.engine.pool", "vqa.infer", "vqa.job", *HEAVY}
+
+
+def test_the_parent_imports_no_decoder_before_it_spawns_the_workers():
+    """Validating the options (the decoder's package included) imports neither PyAV nor OpenCV."""
+    mods = imported_after("import vqa\nvqa.ScoreOptions().resolve()\nvqa.ScoreOptions(decoder='opencv').validate()")
+    assert not mods & {"av", "cv2"}
+
+
+def test_the_public_names_load_on_first_use():
+    for name in vqa.__all__:
+        assert getattr(vqa, name) is not None and name in dir(vqa)
+    assert vqa.Scorer is vqa.pipeline.Scorer and vqa.ScoreOptions is vqa.config.ScoreOptions
+    with pytest.raises(AttributeError):
+        vqa.not_a_name  # noqa: B018
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("startup") / "clip.mp4"
+    write_clip(path, textured_frames(12, 96, 128), fps=25)
+    return path
+
+
+def run_cli(args: list[str], site: Path) -> subprocess.CompletedProcess:
+    """``python -m vqa.cli ARGS`` with ``site`` first on the path, in the workers too."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    return subprocess.run([sys.executable, "-m", "vqa.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def no_pyav(tmp_path) -> Path:
+    """A folder whose sitecustomize hides PyAV: as if it were not installed."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['av'] = None\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_opencv_decodes_without_pyav(clip, no_pyav, workers):
+    """It gave E_INTERNAL on every video: the OpenCV reader imported PyAV for a check."""
+    done = run_cli(["score", str(clip), "--decoder", "opencv", "--workers", workers, "--threads", "1",
+                    "--quiet", "--format", "jsonl"], no_pyav)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout.splitlines()[0])
+    assert record["status"] == "ok" and record["config"]["decoder"] == "opencv", record
+
+
+def test_without_pyav_the_default_decoder_is_one_usage_error(clip, no_pyav):
+    done = run_cli(["score", str(clip), "--workers", "1", "--threads", "1", "--quiet"], no_pyav)
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+    assert done.stderr.count("E_BACKEND") == 1 and "pip install av" in done.stderr
+
+
+def test_a_decoder_that_fails_to_import_in_the_worker_fails_the_build_once(clip, tmp_path):
+    """Found (so the options pass) but broken: the worker says so when it starts, and the
+    Scorer is not built, instead of E_BACKEND on every video."""
+    (tmp_path / "av").mkdir()
+    (tmp_path / "av" / "__init__.py").write_text("raise ImportError('libavformat.so.61: cannot open shared object')\n")
+    for workers in ("1", "0"):
+        done = run_cli(["score", str(clip), "--workers", workers, "--threads", "1", "--quiet"], tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+        assert done.stderr.count("E_BACKEND") == 1 and "libavformat.so.61" in done.stderr, done.stderr
+
+
+def test_a_video_not_split_is_probed_and_decoded_in_one_task(clip, monkeypatch):
+    """One task opens the file once (it was a probe task, then a decode task that opened it
+    again); the record is the in-process engine's. Not frames.decoded: on this clip the two
+    engines differ there by one frame, as they did before this change (9 against 10)."""
+    from vqa import Scorer
+    from vqa.engine.messages import ProbeDecodeTask
+    from vqa.engine.processes import WorkerPool
+
+    tasks = []
+    real = WorkerPool.submit
+    monkeypatch.setattr(WorkerPool, "submit", lambda pool, task: (tasks.append(task), real(pool, task)))
+    with Scorer(workers=1, threads=1, frames=8) as pooled:
+        record = pooled.score(clip).to_dict()
+    assert [type(t) for t in tasks] == [ProbeDecodeTask]
+    with Scorer(workers=0, threads=1, frames=8) as here:
+        local = here.score(clip).to_dict()
+    assert record["status"] == "ok" and record["frames"]["sampled"] == 8
+    for r in (record, local):
+        del r["frames"]["decoded"]
+    assert record == local
