@@ -133,5 +133,6 @@ def test_empty_folder_through_the_real_command_loads_no_model(tmp_path):
     assert re.fullmatch(r"vqa: 0 videos: 0 ok, 0 failed; 0 processed in [\d.]+ s", said[-1]), said
     # Every process prints its own imports there, spawned decode workers too (the flag is passed on).
     imported = [line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")]
-    assert imported.count("vqa.engine.pool") == 1, "a decode worker was started (it imports the engine again)"
+    # A decode worker's entry point is vqa.engine.worker; the parent imports it only to spawn one.
+    assert "vqa.engine.worker" not in imported, "a decode worker was started"
     assert not {"openvino", "torch"} & set(imported), "an inference backend was imported: the model was opened"
