@@ -167,3 +167,83 @@ def test_folder_study_refuses_a_folder_of_other_files(tmp_path):
     (tmp_path / "notes.txt").write_text("not a video")
     with pytest.raises(UsageError, match="no videos"):
         bench_folder.folder_study(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    from vqa import bench_folder
+
+    folder = tmp_path_factory.mktemp("folder")
+    bench_folder.make_folder(folder, videos=2, size=(160, 96), length_s=1, keyframe_s=0.5)
+    return folder
+
+
+def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(tiny_folder):
+    from vqa import bench_folder
+
+    result = bench_folder.folder_study(tiny_folder, workers=[1], sampling=("default",),
+                                       backends=[("openvino", "fp32"), ("openvino", "int8")])
+    assert result["backends"] == ["openvino:fp32", "openvino:int8"] == list(result["by_backend"])
+    for label, rows in result["by_backend"].items():
+        name, precision = label.split(":")
+        assert list(rows["sampling"]) == ["default"] and [r["workers"] for r in rows["workers"]] == [1]
+        for r in [*rows["sampling"].values(), *rows["workers"]]:
+            assert (r["backend"], r["precision"]) == (name, precision) and r["videos_per_min"] > 0
+            assert r["warm_s"] == 0.0  # no CUDA graph buckets to capture on a CPU backend
+    assert result["sampling"] == result["by_backend"]["openvino:fp32"]["sampling"]  # the first backend's rows on top
+    ratios = result["over_first"]["openvino:int8 over openvino:fp32"]
+    assert set(ratios) == {"frames=default", "workers=1"} and ratios["frames=default"]["best"] > 0
+    text = bench_folder.format_folder(result)
+    assert "openvino:int8 over openvino:fp32: frames=default" in text and "openvino:int8" in text.splitlines()[3]
+
+
+def test_folder_study_refuses_a_backend_named_twice(tiny_folder):
+    from vqa import bench_folder
+
+    with pytest.raises(UsageError, match="named twice"):
+        bench_folder.folder_study(tiny_folder, backends=[("openvino", "fp32"), ("openvino", "fp32")])
+
+
+def test_warming_captures_the_buckets_up_to_the_batch_size_and_nothing_on_a_cpu_backend():
+    from types import SimpleNamespace
+
+    from vqa import bench_folder
+
+    class Buckets:
+        buckets = (1, 8, 32, 128)
+
+        def __init__(self):
+            self.sizes = []
+
+        def infer(self, views):
+            self.sizes.append(len(views))
+
+    gpu = Buckets()
+    scorer = SimpleNamespace(inferencer=gpu, spec=SimpleNamespace(view_size=4), resolved=SimpleNamespace(batch_size=32))
+    assert bench_folder._warm(scorer) >= 0 and gpu.sizes == [1, 8, 32]
+    assert bench_folder._warm(SimpleNamespace(inferencer=object())) == 0.0
+
+
+def test_cli_folder_study_with_one_plan_no_sweep_and_two_backends(tiny_folder):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", "--frames", "all", "--no-sweep",
+                                      "--backend", "openvino:fp32", "--backend", "openvino:int8", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)["folder"]
+    assert out["backends"] == ["openvino:fp32", "openvino:int8"]
+    assert all(list(b["sampling"]) == ["all"] and b["workers"] == [] for b in out["by_backend"].values())
+    assert list(out["over_first"]["openvino:int8 over openvino:fp32"]) == ["frames=all"]
+
+
+@pytest.mark.parametrize("args, code", [(["--workers", "1", "--no-sweep"], "E_USAGE"),
+                                         (["--backend", "nope"], "E_USAGE")])
+def test_cli_folder_study_refuses_bad_combinations(tiny_folder, args, code):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", *args])
+    assert result.exit_code == 2 and f"error: {code}:" in result.stderr
+
+
+@pytest.mark.skipif("cuda" in available_backends(), reason="a CUDA device is present")
+def test_cli_folder_study_on_cuda_without_a_gpu_is_e_backend(tiny_folder):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", "--backend", "cuda:fp32",
+                                      "--no-sweep", "--frames", "default"])
+    assert result.exit_code == 2, result.output
+    assert "error: E_BACKEND:" in result.stderr and "cuda" in result.stderr and "Traceback" not in result.output

@@ -11,8 +11,15 @@ the whole folder with a ``Scorer`` several ways, side by side in one process:
   the cores, as ``--workers N`` alone gives it): videos per minute, and the scaling
   efficiency, videos per minute over (N times that of 1 worker).
 
-Each Scorer is built (workers spawned, model compiled) before its clock starts, so the
-numbers are the job's steady pace; ``vqa bench --study startup`` measures the start-up.
+``backends`` (``[(name, precision), ...]``, e.g. openvino fp32 and cuda fp32) runs every
+setting on each backend, the backends in turn within a setting, so the CPU and the GPU path
+are compared side by side in one run; each backend's rows are under ``by_backend``, the
+first's also at the top (``sampling``, ``workers``), and ``over_first`` gives each other
+backend's videos per minute over the first's.
+
+Each Scorer is built (workers spawned, model compiled, and on a GPU backend one batch of each
+bucket up to its batch size run, which captures the CUDA graphs) before its clock starts, so
+the numbers are the job's steady pace; ``vqa bench --study startup`` measures the start-up.
 
 ``command_study`` times what a user types: ``vqa score CLIP`` as a fresh process, against
 decoding every frame of the clip alone (PyAV, FFmpeg threads on every core, to RGB), in turns.
@@ -78,11 +85,31 @@ def make_folder(folder: Path, *, videos: int, size: tuple[int, int], length_s: f
     return folder_videos(folder)
 
 
-def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir) -> dict:
+def _warm(scorer) -> float:
+    """Run one zero batch of each CUDA graph bucket up to the Scorer's batch size (capturing
+    its graph, a one-time cost like compiling); nothing on a backend without buckets."""
+    import numpy as np
+
+    buckets = getattr(scorer.inferencer, "buckets", None)
+    if not buckets:
+        return 0.0
+    view = scorer.spec.view_size
+    start = time.perf_counter()
+    for b in buckets:
+        if b <= max(scorer.resolved.batch_size, min(buckets)):
+            scorer.inferencer.infer(np.zeros((b, view, view, 3), dtype=np.uint8))
+    return time.perf_counter() - start
+
+
+def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
+                  backend: tuple[str, str] | None = None) -> dict:
     from .pipeline import Scorer
 
-    with Scorer(frames=frames, workers=workers, model_dir=model_dir) as scorer:
-        split = {"workers": scorer.workers, "inference_threads": scorer.threads}
+    chosen = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
+    with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
+        split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
+                 "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
+                 "inference_threads": scorer.threads, "warm_s": round(_warm(scorer), 3)}
         start = time.perf_counter()
         records = list(scorer.score_many([str(p) for p in paths]))
         seconds = time.perf_counter() - start
@@ -103,9 +130,62 @@ def _summary(runs: list[dict], videos: int) -> dict:
             "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1)}
 
 
+def _label(backend: tuple[str, str] | None) -> str:
+    from .infer import DEFAULT_BACKEND, DEFAULT_PRECISION
+
+    return f"{DEFAULT_BACKEND}:{DEFAULT_PRECISION}" if backend is None else f"{backend[0]}:{backend[1]}"
+
+
+def _backend_result(runs: dict, label: str, videos: int) -> dict:
+    """One backend's rows: ``sampling`` by plan, ``workers`` by count, the plans' ratio and
+    the sweep's scaling efficiency."""
+    out: dict[str, Any] = {"sampling": {}, "workers": []}
+    for (kind, key, lab), rows in runs.items():
+        if lab != label:
+            continue
+        if kind == "sampling":
+            out["sampling"][key] = _summary(rows, videos)
+        else:
+            out["workers"].append(_summary(rows, videos))
+    if "default" in out["sampling"] and "all" in out["sampling"]:
+        d, a = out["sampling"]["default"], out["sampling"]["all"]
+        out["default_over_all"] = round(d["videos_per_min"] / a["videos_per_min"], 2)
+        out["default_over_all_median"] = round(d["videos_per_min_median"] / a["videos_per_min_median"], 2)
+    one = next((r["videos_per_min"] for r in out["workers"] if r["workers"] == 1), None)
+    for r in out["workers"]:
+        r["efficiency"] = round(r["videos_per_min"] / (r["workers"] * one), 3) if one else None
+    return out
+
+
+def _over_first(by_backend: dict) -> dict:
+    """Each backend after the first: its videos per minute over the first's, per sampling
+    plan and per worker count (best rounds, and medians)."""
+    labels = list(by_backend)
+    first = by_backend[labels[0]]
+    out = {}
+    for label in labels[1:]:
+        other, ratios = by_backend[label], {}
+        for key, row in other["sampling"].items():
+            if key in first["sampling"]:
+                base = first["sampling"][key]
+                ratios[f"frames={key}"] = {"best": round(row["videos_per_min"] / base["videos_per_min"], 2),
+                                           "median": round(row["videos_per_min_median"]
+                                                           / base["videos_per_min_median"], 2)}
+        base_workers = {r["workers"]: r for r in first["workers"]}
+        for row in other["workers"]:
+            if row["workers"] in base_workers:
+                base = base_workers[row["workers"]]
+                ratios[f"workers={row['workers']}"] = {
+                    "best": round(row["videos_per_min"] / base["videos_per_min"], 2),
+                    "median": round(row["videos_per_min_median"] / base["videos_per_min_median"], 2)}
+        out[f"{label} over {labels[0]}"] = ratios
+    return out
+
+
 def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, size: tuple[int, int] = DEFAULT_SIZE,
                  length_s: float = DEFAULT_LENGTH_S, keyframe_s: float = DEFAULT_KEYFRAME_S,
                  workers: Sequence[int] | None = None, sampling: Sequence = ("default", "all"), rounds: int = 1,
+                 backends: Sequence[tuple[str, str]] | None = None,
                  model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
     """Videos per minute of a folder job by sampling and by worker count (module docstring).
 
@@ -113,10 +193,16 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     of ``size``, ``length_s`` and one keyframe every ``keyframe_s`` are made in it first.
     ``workers``: the sweep (default ``worker_sweep(usable_cores())``); empty: no sweep.
     ``rounds``: each setting is measured that many times, the settings in turn; rows give the
-    best round and the median.
+    best round and the median. ``sampling``: the plans of the auto-split rows (empty: none).
+    ``backends``: ``(name, precision)`` pairs, each setting run on each in turn (default: the
+    Scorer's default backend alone).
     """
     if rounds < 1:
         raise UsageError(f"rounds must be >= 1, got {rounds}")
+    chosen: list[tuple[str, str] | None] = list(backends) if backends else [None]
+    labels = [_label(b) for b in chosen]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"a backend is named twice: {', '.join(labels)}")
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"the folder study needs a folder, got {os.fspath(folder)!r}")
@@ -139,27 +225,22 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
         keys = reader.keyframe_times(100_000)
     out: dict[str, Any] = {"study": "folder", "folder": os.fspath(folder), "videos": len(paths), "made": made,
            "first_video": {**info.to_dict(), "keyframes": None if keys is None else len(keys)},
-           "cores": cores, "load_avg": {"start": _load_avg()}, "sampling": {}, "workers": []}
+           "cores": cores, "load_avg": {"start": _load_avg()}, "backends": labels}
     sweep = worker_sweep(cores) if workers is None else list(workers)
-    settings = [("sampling", str(f), f, None) for f in sampling] + [("workers", w, "default", w) for w in sweep]
-    runs: dict = {(kind, key): [] for kind, key, _, _ in settings}
+    # Within a setting the backends take turns, so the CPU and GPU rows of a plan run back to back.
+    settings = [("sampling", str(f), f, None, b) for f in sampling for b in chosen] + \
+               [("workers", w, "default", w, b) for w in sweep for b in chosen]
+    runs: dict = {(kind, key, _label(b)): [] for kind, key, _, _, b in settings}
     for r in range(rounds):  # rounds interleave the settings, so a change in load hits them alike
-        for kind, key, frames, w in settings:
-            progress(f"round {r + 1}/{rounds}: {len(paths)} videos, frames={frames}, "
+        for kind, key, frames, w, b in settings:
+            progress(f"round {r + 1}/{rounds}: {len(paths)} videos, {_label(b)}, frames={frames}, "
                      + ("auto split" if w is None else f"--workers {w}"))
-            runs[kind, key].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir))
-    for (kind, key), rows in runs.items():
-        if kind == "sampling":
-            out["sampling"][key] = _summary(rows, len(paths))
-        else:
-            out["workers"].append(_summary(rows, len(paths)))
-    if "default" in out["sampling"] and "all" in out["sampling"]:
-        d, a = out["sampling"]["default"], out["sampling"]["all"]
-        out["default_over_all"] = round(d["videos_per_min"] / a["videos_per_min"], 2)
-        out["default_over_all_median"] = round(d["videos_per_min_median"] / a["videos_per_min_median"], 2)
-    one = next((r["videos_per_min"] for r in out["workers"] if r["workers"] == 1), None)
-    for r in out["workers"]:
-        r["efficiency"] = round(r["videos_per_min"] / (r["workers"] * one), 3) if one else None
+            runs[kind, key, _label(b)].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
+                                                            backend=b))
+    by_backend = {label: _backend_result(runs, label, len(paths)) for label in labels}
+    out.update(by_backend[labels[0]])  # the first backend's rows at the top, as with one backend
+    out["by_backend"] = by_backend
+    out["over_first"] = _over_first(by_backend)
     out["load_avg"]["end"] = _load_avg()
     out["note"] = NOISE_NOTE
     return out
@@ -206,22 +287,29 @@ def format_folder(result: dict) -> str:
     lines = [f"Folder throughput: {result['videos']} videos like {v['width']}x{v['height']} {v['codec']}, "
              f"{v['duration_s']:g} s at {v['fps']:g} fps, {v['keyframes']} keyframes; {result['cores']} cores, "
              f"load average {result['load_avg']['start']} -> {result['load_avg']['end']}"]
-    rows = [(k, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
+    by_backend = result.get("by_backend") or {"": result}
+    rows = [(label or "-", k, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
              f"{r['videos_per_min_median']:.0f}", f"{r['decoded_per_sampled']:.2f}")
-            for k, r in result["sampling"].items()]
-    lines += table(["frames", "workers", "inference threads", "videos/min (best)", "(median)", "decoded/sampled"],
-                    rows, [False, True, True, True, True, True])
-    if "default_over_all" in result:
-        lines.append(f"default plan over every frame: {result['default_over_all']:.2f}x the videos per minute "
-                     f"(medians: {result['default_over_all_median']:.2f}x); rounds: "
-                     f"{next(iter(result['sampling'].values()))['rounds']}")
-    if result["workers"]:
+            for label, b in by_backend.items() for k, r in b["sampling"].items()]
+    if rows:
+        lines += table(["backend", "frames", "workers", "inference threads", "videos/min (best)", "(median)",
+                        "decoded/sampled"], rows, [False, False, True, True, True, True, True])
+    for label, b in by_backend.items():
+        if "default_over_all" in b:
+            lines.append(f"{label + ': ' if label else ''}default plan over every frame: "
+                         f"{b['default_over_all']:.2f}x the videos per minute (medians: "
+                         f"{b['default_over_all_median']:.2f}x); rounds: {b['sampling']['default']['rounds']}")
+    sweep = [(label or "-", r) for label, b in by_backend.items() for r in b["workers"]]
+    if sweep:
         lines += ["", "Default plan by worker count (inference gets the other cores)"]
-        lines += table(["workers", "inference threads", "videos/min (best)", "(median)", "efficiency"],
-                        [(r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
-                          f"{r['videos_per_min_median']:.0f}",
-                          "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}") for r in result["workers"]],
-                        [True, True, True, True, True])
+        lines += table(["backend", "workers", "inference threads", "videos/min (best)", "(median)", "efficiency"],
+                       [(label, r["workers"], r["inference_threads"], f"{r['videos_per_min']:.0f}",
+                         f"{r['videos_per_min_median']:.0f}",
+                         "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}") for label, r in sweep],
+                       [False, True, True, True, True, True])
+    for name, ratios in result.get("over_first", {}).items():
+        lines.append(f"{name}: " + ", ".join(f"{k} {v['best']:.2f}x (medians {v['median']:.2f}x)"
+                                             for k, v in ratios.items()))
     lines.append(f"note: {result['note']}")
     return "\n".join(lines)
 

@@ -27,22 +27,26 @@ _FIELDS = {f.name: f for f in cli_fields()}
               help="folder study: the clips to make (default 1280x720,10,2).")
 @click.option("--workers", "sweep", multiple=True, type=click.IntRange(min=1),
               help="folder study: worker counts to sweep, repeatable (default 1, 2, 4, ... cores - 1).")
+@click.option("--no-sweep", is_flag=True, help="folder study: no worker sweep, the auto split's rows alone.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1,
               help="folder study: times each setting is measured, in turns (best and median shown).")
 @click.option("--quick", is_flag=True, help="Fewer points, default sampling, no PyTorch: under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--backend", "backends", multiple=True, metavar="NAME[:PRECISION]",
               help="Backend to measure, repeatable (default: openvino:fp32, openvino:int8, pytorch:fp32). "
-                   "The pipeline study's naive baseline runs only when pytorch is measured.")
+                   "The pipeline study's naive baseline runs only when pytorch is measured. folder study "
+                   "(default: openvino:fp32): each setting runs on each backend in turn, e.g. --backend "
+                   "openvino:fp32 --backend cuda:fp32 compares the CPU and GPU paths side by side.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
               help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
 @click.option("--seconds", type=click.FloatRange(min=0.001), default=None,
               help="Timing window per batch-study point, after warm-up (default 1, quick 0.3).")
 @option_for(_FIELDS["frames"], default=None, help="Sampling of the pipeline study (default 'all', which also "
-            "times the default sampling; quick: 'default').")
+            "times the default sampling; quick: 'default'); folder study: the auto split's one plan "
+            "(default: both default and all).")
 @option_for(_FIELDS["model_dir"])
-def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backends, batch_sizes, seconds, frames,
-          model_dir):
+def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_json, backends, batch_sizes, seconds,
+          frames, model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
@@ -54,7 +58,10 @@ def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backe
     from vqa.bench_report import format_report
 
     if {"folder", "command"} & set(studies):
-        _bench_folder(clip, studies, videos, clip_spec, sweep, rounds, as_json, model_dir)
+        if sweep and no_sweep:
+            fail("E_USAGE", "--workers and --no-sweep contradict each other", EXIT_USAGE)
+        _bench_folder(clip, studies, videos=videos, clip_spec=clip_spec, sweep=[] if no_sweep else sweep or None,
+                      rounds=rounds, as_json=as_json, model_dir=model_dir, backends=backends, frames=frames)
         return
     try:
         result = vqa_bench.run_benchmark(
@@ -69,11 +76,12 @@ def bench(clip, studies, videos, clip_spec, sweep, rounds, quick, as_json, backe
     click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 
-def _bench_folder(path, studies, videos, clip_spec, sweep, rounds, as_json, model_dir) -> None:
+def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, model_dir, backends, frames) -> None:
     """The folder and command studies (vqa.bench_folder), alone or together."""
     import json
 
     from vqa import bench_folder
+    from vqa.bench import parse_backends
 
     def progress(msg: str) -> None:
         click.echo(f"vqa bench: {msg}", err=True)
@@ -89,8 +97,11 @@ def _bench_folder(path, studies, videos, clip_spec, sweep, rounds, as_json, mode
                     spec = {"size": (w, h), "length_s": float(length), "keyframe_s": float(key)}
                 except ValueError:
                     raise UsageError(f"--clip-spec must be WxH,SECONDS,KEYFRAME_S, got {clip_spec!r}") from None
+            if frames is not None:
+                spec["sampling"] = (frames,)
             out["folder"] = bench_folder.folder_study(path, videos=videos or bench_folder.DEFAULT_VIDEOS,
-                                                      workers=sweep or None, rounds=rounds, model_dir=model_dir,
+                                                      workers=sweep, rounds=rounds, model_dir=model_dir,
+                                                      backends=parse_backends(backends) if backends else None,
                                                       progress=progress, **spec)
         if "command" in studies:
             out["command"] = bench_folder.command_study(path, model_dir=model_dir, progress=progress)
