@@ -156,3 +156,14 @@ def test_gpu_tests_collect_without_jsonschema_pyav_or_openvino():
                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
     summary = run.stdout.strip().splitlines()[-1]  # e.g. "14 tests collected in 6.31s"; errors would be named
     assert run.returncode == 0 and re.fullmatch(r"\d+ tests collected in [\d.]+s", summary), run.stdout[:3000]
+
+
+def test_speed_options_are_off_by_default_and_an_unknown_one_is_refused_before_the_gpu_check():
+    from vqa.infer.cuda import SPEED_OPTIONS, CUDAInferencer
+
+    assert SPEED_OPTIONS == {"tf32": False, "channels_last": False, "cudnn_benchmark": False}
+    with pytest.raises(TypeError, match="unknown cuda speed options"):
+        CUDAInferencer(load_model_spec(), tf32_everywhere=True)
+    if "cuda" not in available_backends():
+        with pytest.raises(BackendUnavailable):
+            CUDAInferencer(load_model_spec(), tf32=True, channels_last=True, cudnn_benchmark=True)

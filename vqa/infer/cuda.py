@@ -6,6 +6,13 @@ Batches are padded to a bucket (vqa.infer.buckets) and each bucket's forward pas
 once as a CUDA graph, on its first use, then replayed. Views travel uint8 through a pinned host
 buffer, copied with ``non_blocking`` on this inferencer's stream; the conversion to float and
 the channel order happen inside the graph.
+
+Speed options (``SPEED_OPTIONS``, all off by default; ``scripts/gpu_check.py --variants``
+measures each with its agreement against the CPU before any becomes a default): ``tf32``
+lets cuDNN and matmuls use TF32 in fp32, ``channels_last`` keeps the weights in NHWC (the
+input already is), ``cudnn_benchmark`` lets cuDNN time its algorithms in the eager passes
+before capture. TF32 and benchmark are torch-wide switches: they are set as each graph is
+captured, which is when they choose the kernels the graph keeps.
 """
 from __future__ import annotations
 
@@ -22,6 +29,14 @@ from .network import OUTPUTS, QualityNet
 
 WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
 SLOTS = 2  # pinned buffers per bucket: one filling while the GPU runs the other
+SPEED_OPTIONS = {"tf32": False, "channels_last": False, "cudnn_benchmark": False}  # the defaults
+
+
+def _set_switches(tf32: bool, cudnn_benchmark: bool) -> None:
+    """torch's process-wide kernel switches, as this inferencer's graphs are captured with."""
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = cudnn_benchmark
 
 
 def cuda_problem() -> str | None:
@@ -52,13 +67,17 @@ class _BucketGraph:
     """One bucket's device tensors, captured graph and ``SLOTS`` pinned buffers: while the GPU
     runs one batch, the next is filled into the other buffer."""
 
-    def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream):
+    def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream,
+                 channels_last: bool = False):
         self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
         self._next = 0
         self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
 
         def forward() -> torch.Tensor:
+            # .float() keeps the permuted NHWC strides; channels_last also puts the weights in NHWC.
             x = self.dev_in.permute(0, 3, 1, 2).float()
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
             # cache_enabled=False: autocast's weight cache must not outlive a graph capture.
             with torch.autocast("cuda", dtype=torch.float16, enabled=fp16, cache_enabled=False):
                 return net(x).float()
@@ -107,11 +126,15 @@ class CUDAInferencer(Inferencer):
     BACKEND_NAME = "cuda"
     PRECISIONS = {"fp32": "pytorch", "fp16": "pytorch"}
 
-    def __init__(self, spec, *, threads=None, precision="fp32", mode="latency", buckets=BUCKETS):
+    def __init__(self, spec, *, threads=None, precision="fp32", mode="latency", buckets=BUCKETS, **speed):
         super().__init__(spec, threads=threads, precision=precision, mode=mode)
+        unknown = set(speed) - set(SPEED_OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown cuda speed options {sorted(unknown)}; known: {sorted(SPEED_OPTIONS)}")
         problem = cuda_problem()
         if problem is not None:
             raise BackendUnavailable(f"backend 'cuda' cannot run here: {problem}")
+        self.speed = {**SPEED_OPTIONS, **{k: bool(v) for k, v in speed.items()}}
         self.buckets = tuple(sorted(buckets))
         self._view = spec.view_size
         self._graphs: dict[int, _BucketGraph] = {}
@@ -123,19 +146,20 @@ class CUDAInferencer(Inferencer):
             state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
             net = QualityNet()
             net.load_state_dict(state)
-            self._net = net.eval().to(self._device)
+            net = net.eval().to(self._device)
+            self._net = net.to(memory_format=torch.channels_last) if self.speed["channels_last"] else net
             self._stream = torch.cuda.Stream(self._device)
         except RuntimeError as e:  # out of memory, a device in exclusive use
             raise BackendUnavailable(f"backend 'cuda' could not load the model on the GPU: {e}") from None
-        # TF32 would move fp32 scores by more than the 0.1-point tolerance against the CPU.
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        # TF32 (off by default) may move fp32 scores further from the CPU's: gpu_check.py measures it.
+        _set_switches(self.speed["tf32"], self.speed["cudnn_benchmark"])
 
     def _graph(self, bucket: int) -> _BucketGraph:
         graph = self._graphs.get(bucket)
         if graph is None:  # captured lazily: a job at batch 4 never pays for the 512 graph
-            graph = self._graphs[bucket] = _BucketGraph(self._net, bucket, self._view,
-                                                        self.precision == "fp16", self._device, self._stream)
+            _set_switches(self.speed["tf32"], self.speed["cudnn_benchmark"])
+            graph = self._graphs[bucket] = _BucketGraph(self._net, bucket, self._view, self.precision == "fp16",
+                                                        self._device, self._stream, self.speed["channels_last"])
         return graph
 
     def _check(self, views: np.ndarray) -> np.ndarray:
