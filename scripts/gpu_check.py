@@ -10,17 +10,25 @@ Needs torch with CUDA, NumPy and OpenCV; not PyAV or OpenVINO (videos decode wit
    fp32 <= 0.1 points for every clip, fp16 <= 1.0 mean);
 3. consistency: padding to a bucket, chunking past the largest and submit() change no output;
 4. speed: cuda ``infer()`` views/s at each batch size (graph captured before timing; the
-   pinned copy in and out is inside the timing), target >= 15,000, and submit() at 128.
-Writes the JSON to --out and prints it; exits 1 when an agreement target is missed.
+   pinned copy in and out is inside the timing), target >= 15,000, and submit() at 128;
+5. variants (``--variants``): the speed options of vqa.infer.cuda (TF32, channels_last,
+   cudnn.benchmark before capture) alone and together, fp32 and fp16, each with its agreement
+   (views and records, against the same CPU fp32 as above) and its views/s: ``infer()`` at
+   128, ``submit()`` at 32 (the engine's batch on cuda) and 128. Candidates only: the
+   product's defaults stay as they are until a variant is chosen from these numbers.
+Writes the JSON to --out and prints it; exits 1 when an agreement target of the defaults is
+missed (not of a variant).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -33,6 +41,17 @@ from vqa.infer import open_inferencer  # noqa: E402
 from vqa.model import load_model_spec  # noqa: E402
 from vqa.preprocess import fragments  # noqa: E402
 
+# (name, precision, speed options): the first two are the defaults, measured again beside the rest.
+VARIANTS = [
+    ("fp32", "fp32", {}),
+    ("fp16", "fp16", {}),
+    ("fp32_tf32", "fp32", {"tf32": True}),
+    ("fp32_channels_last", "fp32", {"channels_last": True}),
+    ("fp32_benchmark", "fp32", {"cudnn_benchmark": True}),
+    ("fp32_tf32_channels_last_benchmark", "fp32", {"tf32": True, "channels_last": True, "cudnn_benchmark": True}),
+    ("fp16_channels_last", "fp16", {"channels_last": True}),
+    ("fp16_channels_last_benchmark", "fp16", {"channels_last": True, "cudnn_benchmark": True}),
+]
 FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0
 VIEWS_PER_S_TARGET = 15_000
@@ -130,11 +149,89 @@ def speed(spec, views: np.ndarray, batches: list[int], seconds: float) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def speed_options(**options):
+    """Every cuda inferencer opened inside (by open_inferencer or a workers=0 Scorer) gets these."""
+    from vqa.infer import cuda
+
+    saved = dict(cuda.SPEED_OPTIONS)
+    cuda.SPEED_OPTIONS.update(options)
+    try:
+        yield
+    finally:
+        cuda.SPEED_OPTIONS.clear()
+        cuda.SPEED_OPTIONS.update(saved)
+
+
+def cpu_reference(spec, views: np.ndarray, clips: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    """pytorch fp32 on the CPU: the views' outputs and the clips' record scores."""
+    with open_inferencer(spec, backend="pytorch", precision="fp32") as cpu:
+        outputs = cpu.infer(views)
+    return outputs, record_scores(clips, "pytorch", "fp32")
+
+
+def record_scores(clips: list[Path], backend: str, precision: str) -> np.ndarray:
+    with Scorer(backend=backend, precision=precision, decoder="opencv", workers=0, batch_size=32) as scorer:
+        records = [scorer.score(c) for c in clips]
+    bad = [(r.path, r.error) for r in records if r.status != "ok"]
+    if bad:
+        raise RuntimeError(f"{backend} {precision}: records not ok: {bad}")
+    return np.array([r.score for r in records], dtype=np.float64)
+
+
+def timed(run, batch: int, seconds: float) -> tuple[int, float]:
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run()
+        n += batch
+    return n, start
+
+
+def variant(spec, views: np.ndarray, clips: list[Path], ref_views: np.ndarray, ref_records: np.ndarray,
+            precision: str, options: dict, seconds: float) -> dict:
+    """One speed variant: its agreement with the CPU and its views/s."""
+    out: dict = {"precision": precision, "options": options}
+    with speed_options(**options):
+        with open_inferencer(spec, backend="cuda", precision=precision) as gpu:
+            got = gpu.infer(views)
+            out["views"] = {"score_points": diff(got[:, 0], ref_views[:, 0]), "logits": diff(got[:, 1:], ref_views[:, 1:])}
+            for batch, how in ((128, "infer"), (32, "submit"), (128, "submit")):
+                x = np.resize(views, (batch, *views.shape[1:]))
+                gpu.infer(x)  # captures the bucket
+                if how == "infer":
+                    n, start = timed(lambda x=x: gpu.infer(x), batch, seconds)
+                else:
+                    n, start = timed(lambda x=x: gpu.submit(x, lambda out: None), batch, seconds)
+                    gpu.wait()
+                out[f"{how}_batch{batch}_views_per_s"] = round(n / (time.perf_counter() - start))
+        scores = record_scores(clips, "cuda", precision)
+    out["records"] = {"scores": scores.tolist(), **diff(scores, ref_records)}
+    out["agrees"] = (out["records"]["max"] <= FP32_MAX_POINTS if precision == "fp32"
+                     else out["records"]["mean"] <= FP16_MEAN_POINTS)
+    out["ge_15000"] = {k: v >= VIEWS_PER_S_TARGET for k, v in out.items() if k.endswith("_views_per_s")}
+    return out
+
+
+def variants(spec, views: np.ndarray, clips: list[Path], seconds: float) -> dict:
+    ref_views, ref_records = cpu_reference(spec, views, clips)
+    out: dict = {"cpu_fp32_records": ref_records.tolist()}
+    for name, precision, options in VARIANTS:
+        try:
+            start = time.perf_counter()
+            out[name] = variant(spec, views, clips, ref_views, ref_records, precision, options, seconds)
+            out[name]["seconds"] = round(time.perf_counter() - start, 1)
+        except Exception:
+            out[name] = {"precision": precision, "options": options, "error": traceback.format_exc()}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--videos", type=Path, default=REPO / "sample_videos")
     ap.add_argument("--batches", type=int, nargs="+", default=[32, 128, 512])
     ap.add_argument("--seconds", type=float, default=2.0, help="timing per batch size and precision")
+    ap.add_argument("--variants", action="store_true", help="also measure the speed options (part 5)")
+    ap.add_argument("--variant-seconds", type=float, default=1.0, help="timing per point of part 5")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     import torch
@@ -142,11 +239,13 @@ def main() -> int:
     spec = load_model_spec()
     clips = sorted(args.videos.glob("*.mp4"))
     views = np.concatenate([clip_views(c, spec.preprocessing) for c in clips])
-    result = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
               "torch": torch.__version__}
     parts = {"views": lambda: agreement_views(spec, views), "consistency": lambda: consistency(spec, views),
              "records": lambda: agreement_records(clips),
              "views_per_s": lambda: speed(spec, views, args.batches, args.seconds)}
+    if args.variants:
+        parts["variants"] = lambda: variants(spec, views, clips, args.variant_seconds)
     for name, part in parts.items():  # one failing part still leaves the others' numbers
         try:
             start = time.perf_counter()
@@ -160,6 +259,13 @@ def main() -> int:
         "records_fp16_mean_le_1.0": "fp16" in rec and rec["fp16"]["mean"] <= FP16_MEAN_POINTS,
         "views_per_s_ge_15000": {k: v >= VIEWS_PER_S_TARGET for k, v in vps.items() if k != "error"},
     }
+    if isinstance(result.get("variants"), dict) and "error" not in result["variants"]:
+        result["variants_summary"] = {  # one line per variant: agreement and views/s
+            name: {k: v[k] for k in ("agrees", "infer_batch128_views_per_s", "submit_batch32_views_per_s",
+                                     "submit_batch128_views_per_s") if k in v} | {"records_max": v["records"]["max"],
+                                                                                  "records_mean": v["records"]["mean"]}
+            if "records" in v else {"error": True}
+            for name, v in result["variants"].items() if name != "cpu_fp32_records"}
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
