@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Issue 20 on the lent GPU machine (one H200, 16 cores, Python 3.12, torch with CUDA; no PyAV,
+# no OpenVINO): the GPU tests, gpu_check.py, and the folder study, CPU path against GPU path.
+#
+#   bash scripts/device_bench.sh pack [MAIN]     # here: wheels and code into MAIN/.whl, MAIN/.device_bench
+#   bash .device_bench/device_bench.sh PHASE...  # there, from the checkout's root; phases in order:
+#     stage   unpack every carried .whl/*/*.tar.xz into /tmp/site (kept while the machine is warm),
+#             put the carried code (.device_bench/code.tar.xz) in place of vqa/ tests/ scripts/
+#     check   pytest tests/test_cuda_device.py (-rA log and JUnit XML), scripts/gpu_check.py --variants
+#     folder  64 clips of 1280x720, 10 s, a keyframe every 2 s, made once; `vqa bench --study folder`:
+#             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (64 clips, 3 rounds);
+#             every frame openvino:fp32 / cuda:fp32 in turns (32 clips, 2 rounds); the CPU worker
+#             sweep 1, 2, 4, 8, 15 (openvino, 32 clips, 2 rounds); a cuda sweep 4, 8, 12 (64 clips)
+# Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
+# run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result.
+#
+# The wheels do not fit one call beside the checkout (64 MiB a call, the checkout is 36 MiB):
+# PyAV 18.1.0 as it is (25 MB of xz) travels in one call, OpenVINO 2026.4.1 without its GPU and NPU
+# plugins, their kernel cache, its headers and its non-IR frontends (19 MB of xz) in the next.
+#
+# Smaller runs (a dry run without a GPU runs every step but the cuda ones):
+#   N_CLIPS=4 N_CLIPS_ALL=2 N_CLIPS_SWEEP=2 CLIP_SPEC=320x180,2,1 ROUNDS=1 SWEEP_CPU="1" SWEEP_CUDA="1" ...
+# pack: PACK_CODE_ONLY=1 repacks the code alone; PACK_PYVER=3.11 fetches wheels for a local dry
+# run here (SITE=/tmp/site_dry311 keeps them apart).
+set -uo pipefail
+
+PY=${PY:-python3}
+OUT=${OUT:-}
+SITE=${SITE:-/tmp/site}
+DEADLINE_S=${DEADLINE_S:-440}
+N_CLIPS=${N_CLIPS:-64}
+N_CLIPS_ALL=${N_CLIPS_ALL:-32}
+N_CLIPS_SWEEP=${N_CLIPS_SWEEP:-32}
+CLIP_SPEC=${CLIP_SPEC:-1280x720,10,2}
+ROUNDS=${ROUNDS:-}
+SWEEP_CPU=${SWEEP_CPU:-1 2 4 8 15}
+SWEEP_CUDA=${SWEEP_CUDA:-4 8 12}
+T0=$(date +%s)
+
+left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
+
+# step NAME NEED_S MAX_S COMMAND...: run COMMAND under a timeout of at most MAX_S, or skip it
+# when fewer than NEED_S seconds are left.
+step() {
+  local name=$1 need=$2 max=$3 l t s rc
+  shift 3
+  l=$(left)
+  if (( l < need )); then
+    echo "== SKIPPED $name: $l s left of $DEADLINE_S, it needs about $need"
+    return 0
+  fi
+  t=$(( l < max ? l : max ))
+  echo "== $name (at most $t s, $l s left) $(date -u +%T)"
+  s=$(date +%s)
+  timeout -k 5 "$t" "$@"
+  rc=$?
+  echo "== $name: exit $rc after $(( $(date +%s) - s )) s"
+  return 0
+}
+
+pack() {
+  local main=${1:-/work/main} here pyver=${PACK_PYVER:-3.12} tmp
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  tmp=${PACK_TMP:-/tmp/device_bench_pack}
+  mkdir -p "$tmp/dl" "$main/.whl/av" "$main/.whl/ov" "$main/.device_bench"
+  if [ -z "${PACK_CODE_ONLY:-}" ]; then
+    pack_wheels "$main" "$tmp" "$pyver" || return 1
+  fi
+  (cd "$here" && git archive HEAD vqa tests scripts pyproject.toml setup.cfg) | xz -6 > "$main/.device_bench/code.tar.xz"
+  (cd "$here" && git rev-parse HEAD) > "$main/.device_bench/COMMIT"
+  cp "$here/scripts/device_bench.sh" "$main/.device_bench/device_bench.sh"
+  local tree
+  tree=$(cd "$main" && git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+  echo "tree $(( tree / 1048576 )) MiB; carried per call (limit 64 MiB with the tree):"
+  du -b "$main/.whl/av/av.tar.xz" "$main/.whl/ov/ov.tar.xz" "$main/.device_bench"
+}
+
+pack_wheels() {
+  local main=$1 tmp=$2 pyver=$3
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d "$tmp/dl" av==18.1.0 openvino==2026.4.1 || return 1
+  rm -rf "$tmp/av" "$tmp/ov" && mkdir -p "$tmp/av" "$tmp/ov"
+  unzip -q "$tmp"/dl/av-18.1.0-*.whl -d "$tmp/av" || return 1
+  unzip -q "$tmp/dl/openvino-2026.4.1-"*"cp${pyver/./}"*.whl -d "$tmp/ov" || return 1
+  # PyAV: every library of av.libs is needed by libavcodec/libavformat; only the stubs go.
+  find "$tmp/av" \( -name '*.pyi' -o -name '*.pxd' \) -delete
+  # OpenVINO: the CPU plugin, the IR frontend and the Python API stay.
+  local ov=$tmp/ov/openvino
+  rm -rf "$ov/include" "$ov/cmake" "$ov/tools" "$ov"/libs/libopenvino_intel_{gpu,npu}_plugin.so "$ov/libs/cache.json"
+  rm -f "$ov"/libs/libopenvino_{onnx,paddle,pytorch,tensorflow,tensorflow_lite,jax,gguf}_frontend.so.*
+  rm -rf "$ov"/frontend/{onnx,paddle,pytorch,tensorflow,jax}
+  tar -C "$tmp/av" -cf - . | xz -T2 -9 > "$main/.whl/av/av.tar.xz" || return 1
+  tar -C "$tmp/ov" -cf - . | xz -T2 -9 > "$main/.whl/ov/ov.tar.xz" || return 1
+}
+
+stage() {
+  mkdir -p "$SITE"
+  local f
+  for f in .whl/*/*.tar.xz; do
+    [ -e "$f" ] || continue
+    echo "unpacking $f into $SITE"
+    tar -xJf "$f" -C "$SITE" || echo "FAILED to unpack $f"
+  done
+  if [ -f .device_bench/code.tar.xz ]; then
+    echo "the code of commit $(cat .device_bench/COMMIT 2>/dev/null) in place of vqa/ tests/ scripts/"
+    rm -rf vqa tests scripts && tar -xJf .device_bench/code.tar.xz || echo "FAILED to unpack the code"
+  fi
+}
+
+env_report() {
+  {
+    date -u
+    echo "commit $(cat .device_bench/COMMIT 2>/dev/null)"
+    nvidia-smi -L 2>&1
+    echo "nproc $(nproc); load $(cat /proc/loadavg)"
+    "$PY" - <<'EOF'
+import importlib, sys
+print("python", sys.version.split()[0])
+for name in ("torch", "numpy", "cv2", "av", "openvino", "click", "pytest"):
+    try:
+        m = importlib.import_module(name)
+        print(name, getattr(m, "__version__", "?"), getattr(m, "__file__", ""))
+    except Exception as e:
+        print(name, "MISSING", type(e).__name__, e)
+from vqa.threads import usable_cores, plan_threads
+from vqa.infer import cuda_available, available_backends
+print("usable_cores", usable_cores(), "cuda", cuda_available(), "backends", available_backends())
+print("auto cpu", plan_threads(), "auto cuda", plan_threads(accelerator=True))
+EOF
+  } > "${1:-/dev/stdout}" 2>&1
+}
+
+gpu_here() { "$PY" -c "from vqa.infer import cuda_available; raise SystemExit(0 if cuda_available() else 1)"; }
+
+check() {
+  if ! gpu_here; then
+    echo "== SKIPPED check: no CUDA device here"
+    return 0
+  fi
+  step pytest_cuda_device 60 150 "$PY" -m pytest -q -rA -p no:cacheprovider tests/test_cuda_device.py \
+    --junitxml="$OUT/pytest_cuda_device.xml" 2>&1 | tee "$OUT/pytest_cuda_device.log"
+  step gpu_check 120 280 "$PY" scripts/gpu_check.py --variants --seconds 1 --variant-seconds 1 \
+    --out "$OUT/gpu_check.json" > /dev/null
+}
+
+bench() {  # bench NAME NEED MAX FOLDER ARGS...: one folder study, JSON to $OUT/NAME.json
+  local name=$1 need=$2 max=$3 folder=$4
+  shift 4
+  step "$name" "$need" "$max" sh -c 'exec "$@" > "$0"' "$OUT/$name.json" \
+    "$PY" -m vqa.cli bench "$folder" --study folder --json "$@"
+}
+
+folder() {
+  if ! "$PY" -c "import av, openvino" 2>/dev/null; then
+    echo "== SKIPPED folder: PyAV or OpenVINO is not importable (/tmp/site is lost when the machine goes"
+    echo "   back: stage both again, av in one call and ov in the next)"
+    return 0
+  fi
+  local cuda="" cuda16="" size length key
+  if gpu_here; then cuda="--backend cuda:fp32"; cuda16="--backend cuda:fp16"; fi
+  IFS=, read -r size length key <<< "$CLIP_SPEC"
+  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
+    rm -rf /tmp/vqa_f && mkdir -p /tmp/vqa_f
+    step make_clips 30 120 "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
+            length_s=$length, keyframe_s=$key)"
+  fi
+  local n
+  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP"; do  # the first n clips, as links
+    if [ ! -d "/tmp/vqa_f$n" ]; then
+      mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
+    fi
+  done
+  ls -la /tmp/vqa_f | head -3
+  # shellcheck disable=SC2086  # the backend flags are meant to split
+  bench folder_default 60 110 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-3}" \
+    --backend openvino:fp32 $cuda $cuda16
+  # shellcheck disable=SC2086
+  bench folder_all 50 110 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 $cuda
+  local w sweep=()
+  for w in $SWEEP_CPU; do sweep+=(--workers "$w"); done
+  bench folder_sweep_cpu 110 170 "/tmp/vqa_f$N_CLIPS_SWEEP" --frames default --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 "${sweep[@]}"
+  if [ -n "$cuda" ]; then
+    sweep=()
+    for w in $SWEEP_CUDA; do sweep+=(--workers "$w"); done
+    bench folder_sweep_cuda 30 80 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" --backend cuda:fp32 "${sweep[@]}"
+  fi
+}
+
+main() {
+  if [ "${1:-}" = pack ]; then
+    shift
+    pack "$@"
+    return
+  fi
+  if [ -z "$OUT" ]; then
+    echo "OUT is not set: the device phases write under \$OUT" >&2
+    return 2
+  fi
+  export PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1
+  local phase
+  for phase in "$@"; do
+    case $phase in
+      stage|check|folder) ;;
+      *) echo "unknown phase $phase (stage, check, folder; pack runs here)" >&2; return 2 ;;
+    esac
+  done
+  for phase in "$@"; do
+    echo "=== phase $phase at $(( $(date +%s) - T0 )) s"
+    case $phase in
+      stage) stage; env_report "$OUT/env.txt"; cat "$OUT/env.txt" ;;
+      check) check ;;
+      folder) folder ;;
+    esac
+  done
+  echo "=== done at $(( $(date +%s) - T0 )) s"
+}
+
+if [ "${1:-}" = pack ] || [ -z "$OUT" ]; then
+  main "$@"
+else
+  main "$@" 2>&1 | tee "$OUT/run.log"
+fi
