@@ -131,7 +131,11 @@ EOF
   } > "${1:-/dev/stdout}" 2>&1
 }
 
-gpu_here() { "$PY" -c "from vqa.infer import cuda_available; raise SystemExit(0 if cuda_available() else 1)"; }
+# FORCE_GPU=1 GPU_BACKEND=pytorch: the GPU steps' plumbing, tried without a GPU (a dry run).
+GPU_BACKEND=${GPU_BACKEND:-cuda}
+gpu_here() {
+  [ -n "${FORCE_GPU:-}" ] || "$PY" -c "from vqa.infer import cuda_available; raise SystemExit(0 if cuda_available() else 1)"
+}
 
 check() {
   if ! gpu_here; then
@@ -158,7 +162,7 @@ folder() {
     return 0
   fi
   local cuda="" cuda16="" size length key
-  if gpu_here; then cuda="--backend cuda:fp32"; cuda16="--backend cuda:fp16"; fi
+  if gpu_here; then cuda="--backend $GPU_BACKEND:fp32"; [ "$GPU_BACKEND" = cuda ] && cuda16="--backend cuda:fp16"; fi
   IFS=, read -r size length key <<< "$CLIP_SPEC"
   if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
     rm -rf /tmp/vqa_f && mkdir -p /tmp/vqa_f
@@ -188,7 +192,8 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
   if [ -n "$cuda" ]; then
     sweep=()
     for w in $SWEEP_CUDA; do sweep+=(--workers "$w"); done
-    bench folder_sweep_cuda 30 80 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" --backend cuda:fp32 "${sweep[@]}"
+    # shellcheck disable=SC2086
+    bench folder_sweep_cuda 30 80 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" $cuda "${sweep[@]}"
   fi
 }
 
