@@ -144,8 +144,9 @@ check() {
   fi
   step pytest_cuda_device 60 150 "$PY" -m pytest -q -rA -p no:cacheprovider tests/test_cuda_device.py \
     --junitxml="$OUT/pytest_cuda_device.xml" 2>&1 | tee "$OUT/pytest_cuda_device.log"
-  step gpu_check 120 280 "$PY" scripts/gpu_check.py --variants --seconds 1 --variant-seconds 1 \
-    --out "$OUT/gpu_check.json" > /dev/null
+  # Its JSON goes to the file alone (stdout would repeat it in run.log).
+  step gpu_check 120 280 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_check.py --variants --seconds 1 \
+    --variant-seconds 1 --out "$OUT/gpu_check.json"
 }
 
 bench() {  # bench NAME NEED MAX FOLDER ARGS...: one folder study, JSON to $OUT/NAME.json
