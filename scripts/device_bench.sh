@@ -7,12 +7,16 @@
 #     stage   unpack every carried .whl/*/*.tar.xz into /tmp/site (kept while the machine is warm),
 #             put the carried code (.device_bench/code.tar.xz) in place of vqa/ tests/ scripts/
 #     check   pytest tests/test_cuda_device.py (-rA log and JUnit XML), scripts/gpu_check.py --variants
-#     folder  64 clips of 1280x720, 10 s, a keyframe every 2 s, made once; `vqa bench --study folder`:
+#     folder  64 clips of 1280x720, 10 s, a keyframe every 2 s, made once; the sample videos' records
+#             through the pool engine per backend (scripts/gpu_records.py); `vqa bench --study folder`:
 #             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (64 clips, 3 rounds);
 #             every frame openvino:fp32 / cuda:fp32 in turns (32 clips, 2 rounds); the CPU worker
 #             sweep 1, 2, 4, 8, 15 (openvino, 32 clips, 2 rounds); a cuda sweep 4, 8, 12 (64 clips)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
-# run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result.
+# run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
+#   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
+#   folder: records.json (scripts/gpu_records.py), folder_default.json, folder_all.json,
+#           folder_sweep_cpu.json, folder_sweep_cuda.json
 #
 # The wheels do not fit one call beside the checkout (64 MiB a call, the checkout is 36 MiB):
 # PyAV 18.1.0 as it is (25 MB of xz) travels in one call, OpenVINO 2026.4.1 without its GPU and NPU
@@ -179,7 +183,19 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
       mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
     fi
   done
-  ls -la /tmp/vqa_f | head -3
+  echo "$(ls /tmp/vqa_f | wc -l) clips in /tmp/vqa_f, $(du -sh /tmp/vqa_f | cut -f1)"
+  # The sample videos and one folder clip through the pool engine on each backend (records.json);
+  # a GPU backend that fails there is left out of the folder study, so the CPU rows still come back.
+  # shellcheck disable=SC2086
+  step records 20 90 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py --out "$OUT/records.json" \
+    sample_videos/*.mp4 /tmp/vqa_f/bench_000.mp4 --backend openvino:fp32 $cuda $cuda16
+  if [ -n "$cuda" ] && ! "$PY" -c "
+import json, sys
+rows = json.load(open('$OUT/records.json'))['backends']
+sys.exit(any('error' in v for k, v in rows.items() if k.startswith('$GPU_BACKEND:')))"; then
+    echo "== the $GPU_BACKEND backend failed through the pool engine (records.json): the folder study runs without it"
+    cuda="" cuda16=""
+  fi
   # shellcheck disable=SC2086  # the backend flags are meant to split
   bench folder_default 60 110 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-3}" \
     --backend openvino:fp32 $cuda $cuda16
