@@ -105,7 +105,7 @@ def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
                   backend: tuple[str, str] | None = None) -> dict:
     from .pipeline import Scorer
 
-    chosen = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
+    chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
