@@ -56,7 +56,7 @@ def test_fill_bucket_copies_the_rows_and_zeroes_the_padding():
 
 def test_help_lists_cuda_auto_and_fp16():
     out = " ".join(CliRunner().invoke(cli.cli, ["score", "--help"]).output.split())
-    assert "[openvino|pytorch|cuda|auto]" in out and "[fp32|int8|fp16]" in out
+    assert "[openvino|pytorch|cuda|auto]" in out and "[fp32|int8|fp16|auto]" in out
 
 
 def test_cuda_is_in_the_backend_table_and_runs_fp32_and_fp16_from_the_pytorch_weights():
@@ -167,3 +167,18 @@ def test_speed_options_are_off_by_default_and_an_unknown_one_is_refused_before_t
     if "cuda" not in available_backends():
         with pytest.raises(BackendUnavailable):
             CUDAInferencer(load_model_spec(), tf32=True, channels_last=True, cudnn_benchmark=True)
+
+
+@pytest.mark.parametrize("backend, expected", [("cuda", "fp16"), ("openvino", "fp32"), ("pytorch", "fp32")])
+def test_precision_auto_is_decided_with_the_backend_and_the_default_stays_fp32(backend, expected):
+    options = ScoreOptions(backend=backend, precision="auto")
+    assert options.precision == expected and ScoreOptions(backend=backend).precision == "fp32"
+    assert options.replace(workers=1).precision == expected  # resolved once, kept by replace()
+
+
+def test_precision_auto_follows_backend_auto(monkeypatch):
+    monkeypatch.setattr(vqa.infer, "cuda_available", lambda: False)
+    assert (ScoreOptions(backend="auto", precision="auto").backend, ScoreOptions(backend="auto", precision="auto")
+            .precision) == ("openvino", "fp32")
+    monkeypatch.setattr(vqa.infer, "cuda_available", lambda: True)
+    assert (ScoreOptions(backend="auto", precision="auto").precision) == "fp16"

@@ -31,8 +31,8 @@ from typing import Any
 
 from . import decode
 from .errors import BackendUnavailable, UsageError
-from .infer import (AUTO_BACKEND, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES, PRECISIONS,
-                    pick_backend)
+from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES,
+                    PRECISIONS, pick_backend, pick_precision)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
 from .threads import plan_threads, starving_split
@@ -46,6 +46,7 @@ AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 # CUDA graph bucket (vqa.infer.buckets). Larger batches pay off only with --frames all.
 AUTO_BATCH_SIZE_BY_BACKEND = {"cuda": {"latency": 1, "throughput": 32}}
 BACKEND_CHOICES = (*BACKENDS, AUTO_BACKEND)
+PRECISION_CHOICES = (*PRECISIONS, AUTO_PRECISION)
 # Backends whose inference runs off the CPU: the thread budget gives decoding the cores.
 GPU_BACKENDS = frozenset({"cuda"})
 ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
@@ -202,10 +203,12 @@ class ScoreOptions:
                                 "an NVIDIA GPU and a CUDA build of torch (precision fp32 or fp16). auto: cuda "
                                 "where a GPU answers, else openvino (decided when the options are made).")
     precision: str = _option(
-        DEFAULT_PRECISION, _one_of("precision", PRECISIONS), flag="--precision", choices=PRECISIONS, show_default=True,
+        DEFAULT_PRECISION, _one_of("precision", PRECISION_CHOICES), flag="--precision", choices=PRECISION_CHOICES,
+        show_default=True,
         help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
              "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
-             "(cuda only) is float16 autocast over the fp32 weights.")
+             "(cuda only) is float16 autocast over the fp32 weights. auto: fp16 on cuda, fp32 "
+             "elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
         show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
@@ -249,6 +252,8 @@ class ScoreOptions:
         # the backend that runs (a frozen dataclass: set through object.__setattr__).
         if self.backend == AUTO_BACKEND:
             object.__setattr__(self, "backend", pick_backend(AUTO_BACKEND))
+        if self.precision == AUTO_PRECISION:  # after the backend: it depends on it
+            object.__setattr__(self, "precision", pick_precision(self.backend, AUTO_PRECISION))
 
     def validate(self) -> ScoreOptions:
         """Raise UsageError for a value out of bounds or a mix that cannot work, and
