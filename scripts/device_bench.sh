@@ -100,11 +100,16 @@ pack_wheels() {
 
 stage() {
   mkdir -p "$SITE"
-  local f
+  local f mark
   for f in .whl/*/*.tar.xz; do
     [ -e "$f" ] || continue
+    mark="$SITE/.staged-$(basename "$f")-$(stat -c %s "$f")"
+    if [ -e "$mark" ]; then
+      echo "$f is in $SITE already"
+      continue
+    fi
     echo "unpacking $f into $SITE"
-    tar -xJf "$f" -C "$SITE" || echo "FAILED to unpack $f"
+    if tar -xJf "$f" -C "$SITE"; then touch "$mark"; else echo "FAILED to unpack $f"; fi
   done
   if [ -f .device_bench/code.tar.xz ]; then
     echo "the code of commit $(cat .device_bench/COMMIT 2>/dev/null) in place of vqa/ tests/ scripts/"
@@ -214,6 +219,44 @@ sys.exit(any('error' in v for k, v in rows.items() if k.startswith('$GPU_BACKEND
   fi
 }
 
+summary() {  # the numbers to read first, from the JSON files of this call
+  "$PY" - "$OUT" <<'EOF'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+def load(name):
+    try:
+        return json.loads((out / name).read_text())
+    except Exception as e:
+        return {"unreadable": f"{type(e).__name__}: {e}"}
+if (out / "gpu_check.json").exists():
+    g = load("gpu_check.json")
+    print("gpu_check targets:", json.dumps(g.get("targets")))
+    print("gpu_check views/s:", json.dumps(g.get("views_per_s")))
+    for name, row in (g.get("variants_summary") or {}).items():
+        print(f"  variant {name}: {json.dumps(row)}")
+if (out / "records.json").exists():
+    r = load("records.json")
+    for label, row in r.get("backends", {}).items():
+        print(f"records {label}:", "ERROR" if "error" in row else
+              f"vs {r.get('reference')} {row.get('vs_reference')} agrees={row.get('agrees')} scores={row['scores']}")
+for path in sorted(out.glob("folder_*.json")):
+    f = load(path.name).get("folder")
+    if not f:
+        print(path.name, "has no result")
+        continue
+    print(f"{path.stem}: {f['videos']} videos, cores {f['cores']}, load {f['load_avg']}")
+    for label, b in f["by_backend"].items():
+        for key, row in b["sampling"].items():
+            print(f"  {label} frames={key} {row['workers']}+{row['inference_threads']}: {row['videos_per_min']} "
+                  f"videos/min best, {row['videos_per_min_median']} median, warm {row['warm_s']} s")
+        for row in b["workers"]:
+            print(f"  {label} workers={row['workers']}+{row['inference_threads']}: {row['videos_per_min']} best, "
+                  f"{row['videos_per_min_median']} median, efficiency {row['efficiency']}")
+    for name, ratios in f.get("over_first", {}).items():
+        print(f"  {name}: {json.dumps(ratios)}")
+EOF
+}
+
 main() {
   if [ "${1:-}" = pack ]; then
     shift
@@ -240,6 +283,8 @@ main() {
       folder) folder ;;
     esac
   done
+  echo "=== summary"
+  summary
   echo "=== done at $(( $(date +%s) - T0 )) s"
 }
 
