@@ -231,7 +231,8 @@ def load(name):
 if (out / "gpu_check.json").exists():
     g = load("gpu_check.json")
     print("gpu_check targets:", json.dumps(g.get("targets")))
-    print("gpu_check views/s:", json.dumps(g.get("views_per_s")))
+    vps = g.get("views_per_s") or {}
+    print("gpu_check views/s:", vps["error"].strip().splitlines()[-1] if "error" in vps else json.dumps(vps))
     for name, row in (g.get("variants_summary") or {}).items():
         print(f"  variant {name}: {json.dumps(row)}")
 if (out / "records.json").exists():
