@@ -7,11 +7,11 @@
 #     stage   unpack every carried .whl/*/*.tar.xz into /tmp/site (kept while the machine is warm),
 #             put the carried code (.device_bench/code.tar.xz) in place of vqa/ tests/ scripts/
 #     check   pytest tests/test_cuda_device.py (-rA log and JUnit XML), scripts/gpu_check.py --variants
-#     folder  64 clips of 1280x720, 10 s, a keyframe every 2 s, made once; the sample videos' records
+#     folder  120 clips of 1280x720, 10 s, a keyframe every 2 s, made once; the sample videos' records
 #             through the pool engine per backend (scripts/gpu_records.py); `vqa bench --study folder`:
-#             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (64 clips, 3 rounds);
-#             every frame openvino:fp32 / cuda:fp32 in turns (32 clips, 2 rounds); the CPU worker
-#             sweep 1, 2, 4, 8, 15 (openvino, 32 clips, 2 rounds); a cuda sweep 4, 8, 12 (64 clips)
+#             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (120 clips, 2 rounds);
+#             every frame openvino:fp32 / cuda:fp32 in turns (30 clips, 2 rounds); the CPU worker
+#             sweep 1, 2, 4, 8, 15 (openvino, 32 clips, 2 rounds); a cuda sweep 4, 8, 12 (60 clips, 1 round)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
 # run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
@@ -23,7 +23,8 @@
 # plugins, their kernel cache, its headers and its non-IR frontends (19 MB of xz) in the next.
 #
 # Smaller runs (a dry run without a GPU runs every step but the cuda ones):
-#   N_CLIPS=4 N_CLIPS_ALL=2 N_CLIPS_SWEEP=2 CLIP_SPEC=320x180,2,1 ROUNDS=1 SWEEP_CPU="1" SWEEP_CUDA="1" ...
+#   N_CLIPS=4 N_CLIPS_ALL=2 N_CLIPS_SWEEP=2 N_CLIPS_CUDA_SWEEP=3 CLIP_SPEC=320x180,2,1 ROUNDS=1 SWEEP_CPU="1" \
+#   SWEEP_CUDA="1" FORCE_GPU=1 GPU_BACKEND=pytorch bash .device_bench/device_bench.sh stage folder
 # pack: PACK_CODE_ONLY=1 repacks the code alone; PACK_PYVER=3.11 fetches wheels for a local dry
 # run here (SITE=/tmp/site_dry311 keeps them apart).
 set -uo pipefail
@@ -32,9 +33,15 @@ PY=${PY:-python3}
 OUT=${OUT:-}
 SITE=${SITE:-/tmp/site}
 DEADLINE_S=${DEADLINE_S:-440}
-N_CLIPS=${N_CLIPS:-64}
-N_CLIPS_ALL=${N_CLIPS_ALL:-32}
+# Clip counts: a folder's last videos leave workers idle, so the rows that compare backends use
+# multiples of 15 (cuda's auto workers on 16 cores) and where it fits of 8 (openvino's): 120 for
+# the default plan; 30 for every frame (2 waves of 15, 3.75 of 8: the CPU row may lose up to 6%
+# to its last wave, where 32 clips would cost the GPU row up to 29%); 32 for the CPU sweep (as
+# the README's, at half its 64); 60 for the cuda sweep (4, 8, 12 workers).
+N_CLIPS=${N_CLIPS:-120}
+N_CLIPS_ALL=${N_CLIPS_ALL:-30}
 N_CLIPS_SWEEP=${N_CLIPS_SWEEP:-32}
+N_CLIPS_CUDA_SWEEP=${N_CLIPS_CUDA_SWEEP:-60}
 CLIP_SPEC=${CLIP_SPEC:-1280x720,10,2}
 ROUNDS=${ROUNDS:-}
 SWEEP_CPU=${SWEEP_CPU:-1 2 4 8 15}
@@ -183,7 +190,7 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
             length_s=$length, keyframe_s=$key)"
   fi
   local n
-  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP"; do  # the first n clips, as links
+  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"; do  # the first n clips, as links
     if [ ! -d "/tmp/vqa_f$n" ]; then
       mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
     fi
@@ -202,7 +209,7 @@ sys.exit(any('error' in v for k, v in rows.items() if k.startswith('$GPU_BACKEND
     cuda="" cuda16=""
   fi
   # shellcheck disable=SC2086  # the backend flags are meant to split
-  bench folder_default 60 110 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-3}" \
+  bench folder_default 60 130 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 $cuda $cuda16
   # shellcheck disable=SC2086
   bench folder_all 50 110 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
@@ -215,7 +222,8 @@ sys.exit(any('error' in v for k, v in rows.items() if k.startswith('$GPU_BACKEND
     sweep=()
     for w in $SWEEP_CUDA; do sweep+=(--workers "$w"); done
     # shellcheck disable=SC2086
-    bench folder_sweep_cuda 30 80 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" $cuda "${sweep[@]}"
+    bench folder_sweep_cuda 30 80 "/tmp/vqa_f$N_CLIPS_CUDA_SWEEP" --frames default --rounds "${ROUNDS:-1}" $cuda \
+      "${sweep[@]}"
   fi
 }
 
