@@ -114,3 +114,28 @@ def test_a_video_not_split_is_probed_and_decoded_in_one_task(clip, monkeypatch):
     for r in (record, local):
         del r["frames"]["decoded"]
     assert record == local
+
+
+CONSOLE_SCRIPT = """import re
+import sys
+from vqa.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\\\.pyw|\\\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def test_the_installed_command_is_not_run_again_in_each_worker(clip, tmp_path):
+    """The ``vqa`` command pip installs is a script file; spawn ran it again in every decode
+    worker (importing click and every command) until ``vqa.cli.main`` took its file name away.
+    Every process reports its imports on stderr (PYTHONPROFILEIMPORTTIME): click once, the parent's."""
+    script = tmp_path / "vqa"
+    script.write_text(CONSOLE_SCRIPT)  # what pip writes for `vqa = vqa.cli:main`, less the #! line
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONPROFILEIMPORTTIME="1")
+    done = subprocess.run([sys.executable, str(script), "score", str(clip), "--workers", "2", "--threads", "1",
+                           "--quiet", "--format", "jsonl"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[0])["status"] == "ok"
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert imported.count("vqa.engine.worker") == 3  # the parent and both workers reported theirs
+    assert imported.count("click") == 1 and imported.count("vqa.cli") == 1

@@ -10,6 +10,8 @@ does to a video goes through the library, so a script can do the same without th
 """
 from __future__ import annotations
 
+import sys
+
 import click
 
 from vqa.cli import bench, report, score, serve
@@ -38,5 +40,22 @@ cli.add_command(bench.bench)
 cli.add_command(serve.serve)
 
 
+def _spare_the_workers_this_script() -> None:
+    """Keep spawned decode workers from running the ``vqa`` console script again.
+
+    multiprocessing's spawn runs the parent's main script in each child (as ``__mp_main__``)
+    when it was started from a file: for the installed ``vqa`` command that is pip's wrapper,
+    which imports this package, click and every command, 0.35 s of a core per worker before
+    it opens a video, while the parent compiles the model (issue 18, start-up). A worker's
+    code lives in ``vqa.engine.worker``; it needs nothing from the script. ``python -m
+    vqa.cli`` is spared already: spawn never re-runs a package's ``__main__``. Only a main
+    module that runs this function (``from vqa.cli import main``) loses its file name."""
+    script = sys.modules.get("__main__")
+    if (script is not None and getattr(script, "__spec__", None) is None and getattr(script, "main", None) is main
+            and hasattr(script, "__file__")):
+        del script.__file__
+
+
 def main(argv: list[str] | None = None) -> None:
+    _spare_the_workers_this_script()
     cli.main(args=argv, prog_name="vqa")
