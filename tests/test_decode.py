@@ -276,3 +276,58 @@ def test_split_read_of_a_vfr_mp4_with_b_frames_decodes_each_frame_once(tmp_path)
             decoded += reader.frames_decoded
     assert yielded == 300
     assert decoded <= 302, decoded  # each segment may read one frame past its end
+
+
+def _pyav_own_rgb(path) -> list[np.ndarray]:
+    """Every frame as PyAV converts it by itself (``frame.to_ndarray``), for comparison."""
+    import av
+
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(container.streams.video[0])]
+
+
+@pytest.mark.parametrize("name, codec, pix_fmt", [
+    ("p420.mp4", "libx264", "yuv420p"), ("p10.mp4", "libx264", "yuv420p10le"),
+    ("p444.mp4", "libx264", "yuv444p"), ("jpeg.mkv", "mjpeg", "yuvj420p"), ("size_change", None, None),
+])
+def test_pyav_reader_converts_as_pyav_does(tmp_path, name, codec, pix_fmt):
+    # The reader converts through one swscale context of its own (issue 18): the pixels must
+    # be those of PyAV's per-frame conversion, bit for bit, also when the size changes.
+    if codec is None:
+        from hostile import size_change
+        path = size_change(tmp_path)
+    else:
+        path = tmp_path / name
+        write_clip(path, textured_frames(8, 72, 128), codec=codec, pix_fmt=pix_fmt)
+    _, got = read_all(path, "pyav")
+    want = _pyav_own_rgb(path)
+    assert len(got) == len(want) > 0
+    assert all(np.array_equal(f.rgb, w) for f, w in zip(got, want))
+    if codec is None:
+        assert {f.rgb.shape for f in got} == {w.shape for w in want} and len({w.shape for w in want}) == 2
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pyav_reader_keeps_one_reformatter_on_its_threads(clips, monkeypatch, threads):
+    # A new swscale context per frame (PyAV's frame.to_ndarray) set up its tables and a pool of
+    # one thread per core for every frame; the reader keeps one, on its own thread budget.
+    import vqa.decode.pyav as pyav
+
+    made, calls = [], []
+
+    real = pyav.VideoReformatter
+
+    class Spy:
+        def __init__(self):
+            self._real = real()
+            made.append(self)
+
+        def reformat(self, frame, **kwargs):
+            calls.append(kwargs)
+            return self._real.reformat(frame, **kwargs)
+
+    monkeypatch.setattr(pyav, "VideoReformatter", Spy)
+    with open_video(clips["short"], backend="pyav", threads=threads) as reader:
+        got = list(reader.read(plan_frames(reader.info, "all")))
+    assert len(got) == 75 and len(made) == 1 and len(calls) == 75
+    assert all(c == {"format": "rgb24", "threads": threads} for c in calls)

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vqa.preprocess import PATCH, VIEW, WORK_SHORT_SIDE, fragments, working_scale
+from vqa.preprocess import GRID, PATCH, TRAINING, VIEW, WORK_SHORT_SIDE, fragments, working_scale
 
 
 def picture(width: int, height: int) -> np.ndarray:
@@ -48,3 +48,34 @@ def test_training_offsets_move_patches_inside_their_cells():
     corner = fragments(rgb, np.zeros((7, 7, 2)))
     assert not np.array_equal(centre, corner)
     assert np.array_equal(fragments(rgb), centre)  # inference is deterministic
+
+
+def fragments_one_patch_at_a_time(rgb: np.ndarray, offsets=None, geometry=TRAINING) -> np.ndarray:
+    """The view as the rule states it: each patch resampled from its own region on its own."""
+    grid, patch, view = geometry.grid, geometry.patch, geometry.view
+    h, w = rgb.shape[:2]
+    s = working_scale(h, w, geometry)
+    ys, xs = np.linspace(0, h * s, grid + 1), np.linspace(0, w * s, grid + 1)
+    region = max(1, round(patch / s))
+    out = np.empty((view, view, 3), np.uint8)
+    for i in range(grid):
+        for j in range(grid):
+            oy, ox = (0.5, 0.5) if offsets is None else offsets[i, j]
+            y = min(max(0, int((ys[i] + (ys[i + 1] - ys[i] - patch) * oy) / s)), max(0, h - region))
+            x = min(max(0, int((xs[j] + (xs[j + 1] - xs[j] - patch) * ox) / s)), max(0, w - region))
+            cut = rgb[y:y + region, x:x + region]
+            if cut.shape[:2] != (patch, patch):
+                cut = cv2.resize(cut, (patch, patch), interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
+            out[i * patch:(i + 1) * patch, j * patch:(j + 1) * patch] = cut
+    return out
+
+
+@pytest.mark.parametrize("height, width", [
+    (720, 1280), (1080, 1920), (2160, 3840), (600, 1066), (777, 1313), (1920, 1080), (544, 1280), (541, 960),
+    (360, 640), (200, 300), (16, 900), (576, 720)])
+def test_the_view_is_the_one_a_resize_per_patch_gives(height, width):
+    # fragments() resamples all patches in one mosaic where it can (issue 18): bit for bit the same.
+    rng = np.random.default_rng(height * width)
+    rgb = cv2.GaussianBlur(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), (5, 5), 1.5)
+    for offsets in (None, rng.uniform(0, 1, (GRID, GRID, 2))):
+        assert np.array_equal(fragments(rgb, offsets), fragments_one_patch_at_a_time(rgb, offsets))

@@ -114,3 +114,60 @@ def test_a_video_not_split_is_probed_and_decoded_in_one_task(clip, monkeypatch):
     for r in (record, local):
         del r["frames"]["decoded"]
     assert record == local
+
+
+CONSOLE_SCRIPT = """import re
+import sys
+from vqa.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\\\.pyw|\\\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def test_the_installed_command_is_not_run_again_in_each_worker(clip, tmp_path):
+    """The ``vqa`` command pip installs is a script file; spawn ran it again in every decode
+    worker (importing click and every command) until ``vqa.cli.main`` took its file name away.
+    Every process reports its imports on stderr (PYTHONPROFILEIMPORTTIME): click once, the parent's."""
+    script = tmp_path / "vqa"
+    script.write_text(CONSOLE_SCRIPT)  # what pip writes for `vqa = vqa.cli:main`, less the #! line
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONPROFILEIMPORTTIME="1")
+    done = subprocess.run([sys.executable, str(script), "score", str(clip), "--workers", "2", "--threads", "1",
+                           "--quiet", "--format", "jsonl"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[0])["status"] == "ok"
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert imported.count("vqa.engine.worker") == 3  # the parent and both workers reported theirs
+    assert imported.count("click") == 1 and imported.count("vqa.cli") == 1
+
+
+def test_the_command_and_its_workers_exit_without_teardown(clip, tmp_path):
+    """Decode workers end with os._exit once stopped, and ``vqa`` after its atexit hooks
+    (issue 18: tearing the interpreter down took 0.1 to 0.2 s each). Every process here
+    registers an atexit hook that leaves a file named by its pid: the parent's runs, no
+    worker's does; records and exit statuses are as before."""
+    from vqa.engine.worker import WORKER_NAME
+
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    site.mkdir()
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import atexit, os, sys\n"
+        "def mark():\n"
+        "    mp = sys.modules.get('multiprocessing')\n"
+        "    with open(os.path.join(os.environ['VQA_TEST_MARKS'], str(os.getpid())), 'w') as f:\n"
+        "        f.write(mp.current_process().name if mp else '')\n"
+        "atexit.register(mark)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), VQA_TEST_MARKS=str(marks))
+    for target, status, code in ((clip, "ok", 0), (tmp_path / "missing.mp4", "error", 1)):
+        with subprocess.Popen([sys.executable, "-m", "vqa.cli", "score", str(target), "--workers", "2", "--threads",
+                               "1", "--quiet", "--format", "jsonl"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as proc:
+            out, err = proc.communicate(timeout=300)
+        assert proc.returncode == code, err[-2000:]
+        assert json.loads(out.splitlines()[0])["status"] == status
+        names = {p.name: p.read_text() for p in marks.iterdir()}
+        # The parent's hook ran, no worker's did (multiprocessing's resource tracker may leave one).
+        assert str(proc.pid) in names and WORKER_NAME not in names.values(), names
+        for p in marks.iterdir():
+            p.unlink()
