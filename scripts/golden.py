@@ -4,7 +4,7 @@
 
 One JSON file per backend and precision (``openvino-fp32.json``, ...), each clip's score,
 category and defect types (sorted, each once), scored in this process (``workers=0``) with
-the default sampling. tests/test_golden.py holds every run to them within ``TOLERANCE``.
+the default sampling. tests/test_golden.py holds every run to them within its precision's ``TOLERANCE``.
 Regenerate after a deliberate change to the model or its decision block, and say why in the
 commit.
 """
@@ -24,8 +24,10 @@ CLIPS = REPO / "sample_videos"
 RUNS = (("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32"))
 # Scores may move this much between machines (CPU instruction sets change the float sums of
 # OpenVINO and PyTorch kernels); the categories and defect types are held exactly, except a
-# category whose score is within TOLERANCE of a bound.
-TOLERANCE = {"score": 0.5}
+# category whose score is within the tolerance of a bound. INT8 moves further: its kernels
+# differ by instruction set (AVX2, AVX-512 VNNI, AMX), and blurred_chelsea scored 11.2 where
+# these files were written and 10.1 on an AMD EPYC with AVX-512 VNNI (2026-12-01).
+TOLERANCE = {"fp32": {"score": 0.5}, "int8": {"score": 1.5}}
 
 
 def summarise(record: vqa.VideoScore) -> dict:
@@ -57,7 +59,7 @@ def main() -> None:
             changed += got != want
             print(f"{path.name}: {'same' if got == want else 'DIFFERENT'}")
         else:
-            path.write_text(json.dumps({"tolerance": TOLERANCE, "clips": got}, indent=1) + "\n")
+            path.write_text(json.dumps({"tolerance": TOLERANCE[precision], "clips": got}, indent=1) + "\n")
             print(f"wrote {path.relative_to(REPO)}")
     sys.exit(1 if changed else 0)
 
