@@ -331,3 +331,23 @@ def test_pyav_reader_keeps_one_reformatter_on_its_threads(clips, monkeypatch, th
         got = list(reader.read(plan_frames(reader.info, "all")))
     assert len(got) == 75 and len(made) == 1 and len(calls) == 75
     assert all(c == {"format": "rgb24", "threads": threads} for c in calls)
+
+
+def test_many_decode_threads_fit_a_workers_address_space():
+    """A task with many FFmpeg threads decodes every frame inside a worker-sized RLIMIT_AS.
+    A swscale pool kept per reader beside the decode threads once made every frame fail with
+    EAGAIN (av.error.BlockingIOError) at 1.5 GB with 32 threads; the per-frame conversion
+    before it passed there."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1500 << 20, resource.RLIM_INFINITY))\n"
+            "from vqa.decode import open_video\nfrom vqa.sample import plan_frames\n"
+            f"with open_video({str(repo / 'sample_videos' / 'clean_coffee.mp4')!r}, backend='pyav', threads=32) as r:\n"
+            "    print(sum(1 for _ in r.read(plan_frames(r.info, 'all'))))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 0

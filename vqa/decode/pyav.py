@@ -387,13 +387,15 @@ class PyAVReader(VideoReader):
         if self._frame is None or self._frame.width * self._frame.height > self.max_pixels:
             return None  # counted as a decode error; FFmpeg's max_pixels should have refused it
         # swscale handles every input format (10-bit, 4:4:4, gray, alpha, full-range yuvj).
-        # Through the reader's own reformatter, on the reader's threads: ``frame.to_ndarray``
-        # makes a new swscale context for every frame, with FFmpeg's default of a thread per
-        # core, so each frame set up tables and started (and stopped) a thread pool (issue 18:
-        # 0.34 ms a 720p frame on 2 cores, 4 ms a 360p one; bit-identical output).
+        # Through the reader's own reformatter: ``frame.to_ndarray`` makes a new swscale context
+        # for every frame, with FFmpeg's default of a thread per core, so each frame set up
+        # tables and started (and stopped) a thread pool (issue 18: 0.34 ms a 720p frame on 2
+        # cores, 4 ms a 360p one; bit-identical output). One thread: a pool kept for the
+        # reader's life beside FFmpeg's decode threads ran a worker out of its address space
+        # (RLIMIT_AS) with 15 threads a task, and every frame failed with EAGAIN.
         if self._reformatter is None:
             self._reformatter = VideoReformatter()
-        rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=self.threads).to_ndarray()
+        rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
         if self._rot_k:
             rgb = np.rot90(rgb, self._rot_k)
         return np.ascontiguousarray(rgb)
