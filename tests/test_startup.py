@@ -171,3 +171,13 @@ def test_the_command_and_its_workers_exit_without_teardown(clip, tmp_path):
         assert str(proc.pid) in names and WORKER_NAME not in names.values(), names
         for p in marks.iterdir():
             p.unlink()
+
+
+def test_openvino_is_imported_without_its_conversion_api_and_telemetry():
+    """``import openvino`` loads its model converter, whose telemetry forks a process and starts
+    a thread: half of OpenVINO's import time (issue 18). The scorer loads IR only, so it
+    imports OpenVINO without it; ``openvino.convert_model`` still works for a script."""
+    mods = imported_after("import vqa.infer.openvino")
+    assert "openvino" in mods and not {m for m in mods if m.startswith(("openvino.tools", "openvino_telemetry"))}
+    mods = imported_after("import vqa.infer.openvino, openvino\nassert callable(openvino.convert_model)")
+    assert "openvino.tools.ovc" in mods

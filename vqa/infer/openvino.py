@@ -4,10 +4,45 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import sys
+
 import numpy as np
-import openvino as ov
 
 from .base import Inferencer
+
+# The model conversion API, which ``import openvino`` loads when it can: half of OpenVINO's
+# import time, and its telemetry forks a process and starts a thread in the scorer (issue 18,
+# start-up). A scorer loads IR and never converts.
+_CONVERTER = "openvino.tools.ovc"
+
+
+def _import_openvino():
+    """``openvino`` without its conversion API (OpenVINO skips it when it cannot be imported);
+    ``openvino.convert_model`` still loads it on first use, for a script that wants it."""
+    if "openvino" not in sys.modules and _CONVERTER not in sys.modules:
+        sys.modules[_CONVERTER] = None  # import fails: OpenVINO skips it
+        try:
+            import openvino
+        finally:
+            if sys.modules.get(_CONVERTER, 0) is None:
+                del sys.modules[_CONVERTER]
+
+        def convert_model_on_use(name: str):
+            if name != "convert_model":
+                raise AttributeError(f"module 'openvino' has no attribute {name!r}")
+            from openvino.tools.ovc import convert_model
+
+            openvino.convert_model = convert_model
+            return convert_model
+
+        if "convert_model" not in vars(openvino):
+            openvino.__getattr__ = convert_model_on_use  # PEP 562
+    import openvino
+
+    return openvino
+
+
+ov = _import_openvino()
 
 ENV_CACHE_DIR = "VQA_CACHE_DIR"
 
