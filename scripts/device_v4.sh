@@ -88,7 +88,9 @@ print(max(m, key=lambda lr: m[lr]['srcc_all'] + m[lr]['macro_f1_model']))")
     took scoring
     cp /tmp/t/test.jsonl /tmp/s/ || true
     cp /tmp/cal/labels.json /tmp/s/ || true
-    tar -cJf "$out/results.tar.xz" -C /tmp s
+    # Files come back at most 16 MiB each: the frame results (about 32 MiB) travel in parts
+    # (cat results.tar.xz.* | xz -dc | tar -x).
+    tar -cf - -C /tmp s | xz -6 -T16 | split -b 15M -d - "$out/results.tar.xz."
     took total ;;
   *) echo "usage: device_v4.sh stage|train|test ..." >&2; exit 2 ;;
 esac
