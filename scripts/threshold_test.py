@@ -150,7 +150,9 @@ def score(a) -> None:
         folder = a.data / "test_clips"
     k, n = (int(x) for x in a.shard.split("/"))
     names = names[k::n]
-    frames_path = a.frames or a.data / "frames.pkl"
+    if a.data is None and a.clips is None:
+        raise SystemExit("score needs --data or --clips")
+    frames_path = a.frames or (a.data or a.clips) / "frames.pkl"
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
     todo = [folder / name for name in names if name not in done]
     earlier = dict(done)
