@@ -220,11 +220,16 @@ def main() -> None:
     ap.add_argument("--model-dir", type=Path, default=None)
     ap.add_argument("--backend", default="openvino")
     ap.add_argument("--workers", type=int, default=2, help="processes that make clips, and decode workers")
+    ap.add_argument("--make-only", action="store_true",
+                    help="make the clips into --cache and stop (score them elsewhere, in parts: "
+                         "threshold_test.py score --clips CACHE; merge the parts into CACHE/frames.pkl)")
     a = ap.parse_args()
     specs = plan(a.content, a.clips, a.seed, a.real)
     cache = a.cache or Path(tempfile.mkdtemp(prefix="vqa-cal-"))
     made = made_clips(specs, a.content, cache, a.workers)
     print(f"{len(made)} validation clips made", flush=True)
+    if a.make_only:
+        return
     frames, shipped = scored(made, cache, a.model_dir, a.backend, a.workers)
     keep = [i for i, (p, _) in enumerate(made) if Path(p).name in frames]
     inputs = [frames[Path(made[i][0]).name] for i in keep]

@@ -36,7 +36,14 @@ def main() -> None:
     ap.add_argument("--version", default="2.0.0")
     ap.add_argument("--pytorch-only", action="store_true",
                     help="manifest for the PyTorch weights alone (where OpenVINO is not installed)")
+    ap.add_argument("--decision-from", type=Path, default=None,
+                    help="the manifest whose decision block the new one starts from (default: OUT/vqa.json's, "
+                         "when there is one); scripts/calibrate.py --manifest then writes the thresholds")
     a = ap.parse_args()
+    source = a.decision_from or a.out / "vqa.json"
+    decision = json.loads(source.read_text()).get("decision") if source.exists() else None
+    if decision is None:
+        raise SystemExit(f"no decision block to start from in {source}: name one with --decision-from")
     net = QualityNet()
     net.load_state_dict(torch.load(a.weights, weights_only=True, map_location="cpu"))
     net.eval()
@@ -51,6 +58,7 @@ def main() -> None:
                   "dtype": "uint8", "channels": "RGB", "work_short_side": WORK_SHORT_SIDE},
         "files": files,
         "sha256": {k: sha256(a.out / f) for k, f in files.items()},
+        "decision": decision,
     }
     (a.out / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(json.dumps(manifest, indent=2))

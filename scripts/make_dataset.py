@@ -52,6 +52,16 @@ TRAIN_FRAMES = range(0, FRAMES, 2)  # frames of a training clip that become samp
 VIEWS_PER_FRAME = 1  # random fragment placements per training frame: more clips beat more views
 KINDS = (("clean", .10), ("compression", .19), ("blur", .07), ("noise", .13), ("realnoise", .04), ("scale", .09),
          ("exposure", .09), ("shake", .06), ("focus", .06), ("smear", .06), ("mix", .11))
+# Model 4's training mix (validation, calibration and test clips keep KINDS, so that they are
+# the clips model 3 was judged on): twice the clean share, aimed at model 3's false alarms on
+# clean real pictures. ``texture``: a clean clip of a still drawn from the finest-textured
+# third of the sources (foliage, gravel, brick, fabric: model 3 called such pictures noisy);
+# ``pairclean``: a PolyU pair's clean mean crop as it is (hard negatives for the noise head:
+# a camera's clean picture with its own fine structure; model 3 called 3 of 17 test ones noisy).
+TRAIN_KINDS = (("clean", .12), ("texture", .06), ("pairclean", .03), ("compression", .17), ("blur", .06),
+               ("noise", .12), ("realnoise", .04), ("scale", .08), ("exposure", .08), ("shake", .05),
+               ("focus", .05), ("smear", .05), ("mix", .09))
+TEXTURE_SHARE = 1 / 3  # of the stills: the finest-textured ones a ``texture`` clip draws from
 MIX_PARTS = ("blur", "noise", "scale", "exposure", "shake", "focus", "smear")
 CODEC_MIX = (("h264", .55), ("hevc", .15), ("vp9", .12), ("av1", .10), ("mpeg4", .08))
 GRAPHICS_SHARE, CLIP_SHARE = 0.06, 0.12  # of clips; the rest are stills
@@ -109,20 +119,50 @@ def draw_reference(rng: np.random.Generator, sizes: list[tuple[int, int, str]], 
     return spec
 
 
-def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int = FRAMES) -> dict:
-    """Everything that defines one clip, drawn from ``rng``; the clip is a function of it."""
+def texture(gray: np.ndarray) -> float:
+    """Fine texture of a picture: the mean absolute difference between its luma and the luma
+    blurred by a Gaussian of sigma 1 (in 8-bit levels), after an area shrink to the working
+    scale's short side. Foliage, gravel and brick measure high; sky, faces and pages low."""
+    s = min(1.0, 540 / min(gray.shape[:2]))
+    if s < 1:
+        gray = cv2.resize(gray, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
+    g = gray.astype(np.float32)
+    return float(np.abs(g - cv2.GaussianBlur(g, (0, 0), 1.0)).mean())
+
+
+def textured(root: Path, sources: list[dict], share: float = TEXTURE_SHARE) -> list[int]:
+    """Indices of the stills in the finest-textured ``share`` of them (``texture``)."""
+    stills = [i for i, e in enumerate(sources) if e["kind"] == "still"]
+    measure = {i: texture(cv2.imread(str(root / sources[i]["file"]), cv2.IMREAD_GRAYSCALE)) for i in stills}
+    ranked = sorted(stills, key=lambda i: -measure[i])
+    return sorted(ranked[:max(1, int(round(len(ranked) * share)))]) if ranked else []
+
+
+def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int = FRAMES,
+              kinds: tuple = KINDS, fine: list[int] | None = None) -> dict:
+    """Everything that defines one clip, drawn from ``rng``; the clip is a function of it.
+    ``kinds``: the mix (KINDS, or TRAIN_KINDS with ``fine``, the stills ``textured`` found)."""
     pairs = [i for i, s in enumerate(sizes) if s[2] == "pair"]
-    kind = synth._pick(rng, KINDS)
-    if kind == "realnoise" and not pairs:
-        kind = "noise"
-    if kind == "realnoise":  # a real noisy crop against its clean mean, panned by whole pixels
+    kind = synth._pick(rng, kinds)
+    if kind in ("realnoise", "pairclean") and not pairs:
+        kind = "noise" if kind == "realnoise" else "clean"
+    if kind == "texture" and not fine:
+        kind = "clean"
+    if kind in ("realnoise", "pairclean"):  # a real noisy crop (or its clean mean), panned by whole pixels
         k = int(pairs[rng.integers(len(pairs))])
         side = int(rng.choice([384, 448, 480]))
         spec = {"seed": seed, "frames": frames, "fps": int(rng.choice([24, 25, 30])), "source": k,
                 "width": side, "height": side if rng.random() < 0.5 else side * 3 // 4, "crop_short": 0.0,
                 "pair": True}
+        if kind == "pairclean":
+            spec["pair_clean"] = True
+    elif kind == "texture":
+        spec = draw_reference(rng, sizes, seed, frames=frames, source=int(fine[rng.integers(len(fine))]))
     else:
         spec = draw_reference(rng, sizes, seed, frames=frames)
+    if kind in ("texture", "pairclean"):  # clean clips; the reference they were drawn from is noted
+        spec["drawn"] = kind
+        kind = "clean"
     spec["kind"] = kind
     spec["codec"] = synth._pick(rng, CODEC_MIX)
     parts = {"mix": list(rng.choice(MIX_PARTS, size=int(rng.integers(2, 4)), replace=False))}.get(kind, [kind])
@@ -441,10 +481,12 @@ def real_specs(sizes: list, seed: int) -> list[dict]:
     return specs
 
 
-def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real: bool = False) -> list[dict]:
-    """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips,
-    then (``real``) every source once as it is (real_specs)."""
+def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real: bool = False,
+               kinds: tuple = KINDS) -> list[dict]:
+    """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips
+    drawn from the mix ``kinds``, then (``real``) every source once as it is (real_specs)."""
     sources = load_content(root, split)
+    fine = textured(root, sources) if any(k == "texture" for k, _ in kinds) else None
     sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
     rng = np.random.default_rng(seed)
     specs = []
@@ -453,7 +495,7 @@ def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real
         if base["source"] == "graphics":  # ladders are for natural content; graphics come in the random part
             base = draw_reference(rng, sizes, seed * 1_000_003 + 700_000 + i)
         specs += ladder_specs(base)
-    specs += [draw_spec(rng, sizes, seed * 1_000_003 + i) for i in range(n)]
+    specs += [draw_spec(rng, sizes, seed * 1_000_003 + i, kinds=kinds, fine=fine) for i in range(n)]
     if real:
         specs += real_specs(sizes, seed)
     if split == "test":  # largest first, so slow 4K clips do not finish last on one worker
@@ -472,13 +514,19 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="the training split's own seed (default: --seed); validation and test keep --seed's")
+    ap.add_argument("--mix", choices=("v3", "v4"), default="v4",
+                    help="the training split's mix: KINDS (model 3) or TRAIN_KINDS (model 4)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    train_seed = a.seed if a.train_seed is None else a.train_seed
     for split, n, ladders, seed in (("val", a.val, 0, a.seed + 1), ("test", a.test, a.test_ladders, a.seed + 2),
-                                    ("train", a.train, 0, a.seed)):
+                                    ("train", a.train, 0, train_seed)):
         if n + ladders == 0 or (a.out / f"{split}.json").exists():
             continue  # nothing asked, or made by an earlier, interrupted run with the same arguments
-        generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test"),
+        kinds = TRAIN_KINDS if split == "train" and a.mix == "v4" else KINDS
+        generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test", kinds=kinds),
                  a.workers, a.device, a.out)
 
 

@@ -79,7 +79,7 @@ def make(a) -> None:
     todo = [s for s in specs if key(s) not in done]
     sources = md.load_content(a.content, "test")
     print(f"{len(specs)} clips planned, {len(todo)} to make", flush=True)
-    with mp.get_context("spawn").Pool(a.workers, initializer=md._init, initargs=(a.content, sources, "cpu")) as pool, \
+    with mp.get_context("spawn").Pool(a.workers, initializer=md._init, initargs=(a.content, sources, a.device)) as pool, \
             open(index, "a") as f:
         for n, r in enumerate(pool.imap_unordered(md.make_clip, [(s, "test") for s in todo], chunksize=1)):
             spec = r["spec"]
@@ -101,8 +101,11 @@ def load_clips(data: Path) -> list[dict]:
     return [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()]
 
 
-def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> dict[str, tuple]:
-    """file name -> the (frames, plan, duration_s) the pipeline handed to aggregate."""
+def capture_scores(paths: list[Path], workers: int, model_dir: Path | None, backend: str | None = None,
+                   cores: int | None = None, keep=None, skip_failed: bool = False) -> dict[str, tuple]:
+    """file name -> the (frames, plan, duration_s) the pipeline handed to aggregate. ``keep``:
+    called with the results so far every 25 clips (a run stopped early keeps them);
+    ``skip_failed``: a clip that fails is reported and left out instead of ending the run."""
     captured: list = []
     original = agg.aggregate
 
@@ -114,15 +117,22 @@ def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> d
         if getattr(mod, "aggregate", None) is original:
             mod.aggregate = spy
     out = {}
-    with vqa.Scorer(model_dir=model_dir, workers=workers, worker_memory_mb=None) as scorer:
+    options = {"backend": backend} if backend else {}
+    with vqa.Scorer(model_dir=model_dir, workers=workers, worker_memory_mb=None, cores=cores, **options) as scorer:
         for n, p in enumerate(paths):
             before = len(captured)
             r = scorer.score(p)
             if not r.ok or len(captured) != before + 1:
-                raise SystemExit(f"{p.name}: {r.error if not r.ok else 'aggregate not seen once'}")
+                problem = f"{p.name}: {r.error if not r.ok else 'aggregate not seen once'}"
+                if not skip_failed:
+                    raise SystemExit(problem)
+                print("left out: " + problem, flush=True)
+                continue
             out[p.name] = captured[-1]
-            if n % 50 == 0:
+            if n % 25 == 0:
                 print(f"scored {n}/{len(paths)}", flush=True)
+                if keep is not None:
+                    keep(out)
     for mod in list(sys.modules.values()):
         if getattr(mod, "aggregate", None) is spy:
             mod.aggregate = original
@@ -130,11 +140,27 @@ def capture_scores(paths: list[Path], workers: int, model_dir: Path | None) -> d
 
 
 def score(a) -> None:
-    clips = load_clips(a.data)
-    frames_path = a.data / "frames.pkl"
+    """Score the clips of ``--data`` (or the clip files in ``--clips``), every ``--shard``'s
+    one (K/N: the K-th of N interleaved parts, so parts run side by side) into ``--frames``."""
+    if a.clips:
+        names = sorted(p.name for p in a.clips.iterdir() if p.suffix in (".mp4", ".mkv", ".webm", ".avi"))
+        folder = a.clips
+    else:
+        names = [c["file"] for c in load_clips(a.data)]
+        folder = a.data / "test_clips"
+    k, n = (int(x) for x in a.shard.split("/"))
+    names = names[k::n]
+    if a.data is None and a.clips is None:
+        raise SystemExit("score needs --data or --clips")
+    frames_path = a.frames or (a.data or a.clips) / "frames.pkl"
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
-    todo = [a.data / "test_clips" / c["file"] for c in clips if c["file"] not in done]
-    done.update(capture_scores(todo, a.workers, a.model_dir))
+    todo = [folder / name for name in names if name not in done]
+    earlier = dict(done)
+
+    def keep(new: dict) -> None:
+        frames_path.write_bytes(pickle.dumps({**earlier, **new}))
+
+    done.update(capture_scores(todo, a.workers, a.model_dir, a.backend, a.cores, keep=keep, skip_failed=True))
     frames_path.write_bytes(pickle.dumps(done))
     print(f"{len(done)} clips' frame results in {frames_path}")
 
@@ -218,10 +244,16 @@ def main() -> None:
     m.add_argument("--ladders", type=int, default=0, help="keep the first N of the 30 ladders")
     m.add_argument("--random", type=int, default=None, help="keep the first N of the 200 random clips")
     m.add_argument("--workers", type=int, default=2)
+    m.add_argument("--device", default="cpu", help="where vmaf-torch runs (cuda on the GPU machine)")
     s = sub.add_parser("score")
-    s.add_argument("--data", type=Path, required=True)
+    s.add_argument("--data", type=Path, default=None)
+    s.add_argument("--clips", type=Path, default=None, help="score these clip files instead (calibrate.py's cache)")
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--model-dir", type=Path, default=None)
+    s.add_argument("--backend", default=None)
+    s.add_argument("--cores", type=int, default=None, help="cores the Scorer plans for (parts run side by side)")
+    s.add_argument("--shard", default="0/1", metavar="K/N")
+    s.add_argument("--frames", type=Path, default=None, help="where the frame results go (default DATA/frames.pkl)")
     c = sub.add_parser("compare")
     c.add_argument("--data", type=Path, nargs="+", required=True)
     c.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST")

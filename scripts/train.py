@@ -190,14 +190,16 @@ def main() -> None:
         if best is None or res["srcc_all"] + res["macro_f1_model"] > best["srcc_all"] + best["macro_f1_model"]:
             best = res
             best_state = {k: v.detach().cpu().clone().contiguous() for k, v in net.state_dict().items()}
+            save(a.out, best_state, best, len(views), len(records), prov)  # a run stopped early keeps its best
     print(f"kept epoch {best['epoch']}", flush=True)
-    a.out.mkdir(parents=True, exist_ok=True)
-    net.load_state_dict(best_state)
-    net.cpu().eval()
-    torch.save(best_state, a.out / "vqa-effl0.pt")
-    (a.out / "val_metrics.json").write_text(json.dumps({**best, "train_samples": int(len(views)),
-                                                        "val_clips": len(records), "provenance": prov}, indent=1))
     print(json.dumps(best, indent=1), flush=True)
+
+
+def save(out: Path, state: dict, best: dict, samples: int, val_clips: int, prov: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(state, out / "vqa-effl0.pt")
+    (out / "val_metrics.json").write_text(json.dumps({**best, "train_samples": int(samples),
+                                                      "val_clips": val_clips, "provenance": prov}, indent=1))
 
 
 if __name__ == "__main__":

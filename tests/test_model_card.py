@@ -52,3 +52,45 @@ def test_the_thresholds_in_use_are_the_calibrated_ones():
     for kind, row in chosen.items():
         assert decision.defect_probability[kind] == row["threshold"]
     assert decision.dark_luma_p98 == chosen["dark"].get("luma_p98_bound")
+
+
+CANDIDATE = ROOT / "scripts" / "results" / "model4_candidate"
+
+
+def candidate_quoted() -> dict[str, str]:
+    """The model 4 candidate's numbers (not shipped) as the card writes them, from its files."""
+    import numpy as np
+    out: dict = {}
+    for name in ("v3", "v4"):
+        t = json.loads((CANDIDATE / f"test_{name}.json").read_text())[name]
+        local = json.loads((CANDIDATE / f"local_{name}.json").read_text())
+        six = list(t["f1_six_model_defects"].values())
+        eight = float(np.mean(six + [local["frozen_black"]["frozen"], local["frozen_black"]["black"]]))
+        real = t["clean_real_with_a_defect"]
+        polyu = t["polyu_pairs"]
+        int8 = local["int8_vs_fp32"]
+        out.update({
+            f"{name} SRCC": f"{t['srcc_vs_vmaf_technical']['value']:.3f}",
+            f"{name} clean real": f"{real['flagged']} ({100 * real['share']:.1f}%)",
+            f"{name} PolyU": f"{100 * polyu['noisy_reported_noise']:.1f}%",
+            f"{name} PolyU clean": f"{100 * polyu['clean_reported_noise']:.1f}%",
+            f"{name} ladders": f"{100 * t['ladders_falling_from_clean']['all_families']:.1f}%",
+            f"{name} macro-F1": f"{eight:.3f}",
+            f"{name} categories": f"{100 * t['category_within_one_band']['viewer_vmaf']:.1f}%",
+            f"{name} INT8": f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}",
+        })
+        out[f"{name} photos"] = local["real_clean"]["clips_with_any_defect"]
+    out["photos with a defect"] = f"| {out.pop('v3 photos')} | **{out.pop('v4 photos')}**"
+    return out
+
+
+@pytest.mark.parametrize("name", list(candidate_quoted()))
+def test_the_card_quotes_the_unshipped_model_4_from_its_files(name):
+    section = CARD.split("## Model 4.0.0")[1].split("\n## ")[0]
+    assert candidate_quoted()[name] in section, f"the card's model 4 section does not quote {name}"
+
+
+def test_model_4_thresholds_were_chosen_on_validation_alone():
+    cal = json.loads((CANDIDATE / "calibration.json").read_text())
+    assert cal["kept"] is None and cal["cap"] == 0.01
+    assert "--real" in cal["command"]

@@ -109,3 +109,54 @@ def test_bands_and_the_viewers_vmaf():
     dark = {"vmaf": 96.0, "target": 96.0, "vmaf_pristine": 12.0}
     noisy = {"vmaf": 97.0, "target": 85.0}
     assert targets.viewer_vmaf(dark) == 12.0 and targets.viewer_vmaf(noisy) == 85.0
+
+
+def test_model_4_mix_is_a_distribution_with_twice_the_clean_share():
+    share = dict(md.TRAIN_KINDS)
+    assert abs(sum(share.values()) - 1) < 1e-9 and abs(sum(dict(md.KINDS).values()) - 1) < 1e-9
+    clean = share["clean"] + share["texture"] + share["pairclean"]
+    assert clean >= 2 * dict(md.KINDS)["clean"]
+
+
+def test_texture_ranks_fine_detail_over_smooth_pictures(tmp_path):
+    import cv2
+    rng = np.random.default_rng(0)
+    smooth = np.tile(np.linspace(0, 255, 300, dtype=np.uint8), (200, 1))
+    fine = rng.integers(0, 255, (200, 300)).astype(np.uint8)
+    assert md.texture(fine) > 10 * md.texture(smooth)
+    sources = []
+    for name, im in (("smooth", smooth), ("fine", fine), ("soft", cv2.GaussianBlur(fine, (0, 0), 3))):
+        cv2.imwrite(str(tmp_path / f"{name}.png"), im)
+        sources.append({"kind": "still", "file": f"{name}.png"})
+    sources.append({"kind": "pair", "file": "fine.png"})  # pairs are never drawn as texture
+    assert md.textured(tmp_path, sources, share=1 / 3) == [1]
+
+
+def test_texture_and_pair_clean_clips_are_clean_negatives_and_other_splits_keep_the_old_mix():
+    sizes = [(800, 600, "still"), (640, 480, "still"), (512, 512, "pair")]
+    rng = np.random.default_rng(5)
+    drawn = [md.draw_spec(rng, sizes, i, kinds=md.TRAIN_KINDS, fine=[1]) for i in range(400)]
+    texture = [s for s in drawn if s.get("drawn") == "texture"]
+    pairs = [s for s in drawn if s.get("drawn") == "pairclean"]
+    assert texture and pairs
+    assert all(s["kind"] == "clean" and s["source"] == 1 for s in texture)
+    assert all(s["kind"] == "clean" and s["pair"] and s["pair_clean"] for s in pairs)
+    x = np.full((4, 32, 32, 3), 120, np.uint8)
+    for s in texture + pairs:
+        assert md.defect_labels(s, x, vmaf_codec=95.0, sigma_eff=0.0) == [0, 0, 0, 0, 0, 0]
+
+
+
+def test_the_default_mix_draws_what_model_3_was_trained_validated_and_tested_on():
+    # Validation, calibration and test plans use draw_spec's default mix: model 4 must be judged
+    # on the clips model 3 was. The digest is of model 3's code's draws (commit 87fc96f).
+    import hashlib
+    sizes = [(800, 600, "still"), (640, 480, "still"), (512, 512, "pair"), (1280, 720, "clip")]
+    rng = np.random.default_rng(9)
+    specs = [md.draw_spec(rng, sizes, i) for i in range(300)]
+
+    def r(v):
+        return round(v, 4) if isinstance(v, float) else [r(x) for x in v] if isinstance(v, list) else v
+    text = json.dumps([{k: r(v) for k, v in s.items()} for s in specs], sort_keys=True)
+    assert hashlib.sha256(text.encode()).hexdigest() == \
+        "6b219576b9d996f353166c1b848e3ef7d0fd96e95c71f86a25720b952e0dfe3d"
