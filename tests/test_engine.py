@@ -239,11 +239,11 @@ def test_error_codes_do_not_depend_on_workers(engine_clips):
 
 @pytest.mark.slow
 def test_no_segment_left_after_a_normal_run(engine_clips):
-    before = psm_segments()
+    before, others = psm_segments(), mapped_segments(os.getpid())  # others: Scorers other tests keep
     with Scorer(workers=2, threads=2) as scorer:
         ours: set[str] = set()
         for record in scorer.score_many(clip_list(engine_clips)):
-            ours |= mapped_segments(os.getpid())
+            ours |= mapped_segments(os.getpid()) - others
             assert record.status == "ok", record.error
         assert ours, "the parallel engine mapped no shared memory"
         workers = decode_workers(scorer)
@@ -376,7 +376,7 @@ def _scored_frames(scorer) -> bool:
 
 @pytest.mark.slow
 def test_worker_killed_mid_job(engine_clips):
-    before = psm_segments()
+    before, others = psm_segments(), mapped_segments(os.getpid())  # others: Scorers other tests keep
     paths = [*clip_list(engine_clips), engine_clips["long"], engine_clips["texture"]]
     ours: set[str] = set()
     with Scorer(workers=2, frames="all", threads=2) as scorer:
@@ -387,7 +387,7 @@ def test_worker_killed_mid_job(engine_clips):
             try:
                 # Into the job: a video of this scorer has frames back from inference.
                 if wait_until(lambda: len(decode_workers(scorer)) == 2 and _scored_frames(scorer), 30, poll_s=0.01):
-                    ours.update(mapped_segments(os.getpid()))
+                    ours.update(mapped_segments(os.getpid()) - others)
                     victim = decode_workers(scorer)[0].pid
                     os.kill(victim, signal.SIGKILL)
                     killed.append(victim)
@@ -415,10 +415,10 @@ def test_worker_killed_mid_job(engine_clips):
 @pytest.mark.slow
 def test_idle_workers_killed_between_jobs(engine_clips):
     """The pool replaces workers that died while idle and the next job still completes."""
-    before = psm_segments()
+    before, others = psm_segments(), mapped_segments(os.getpid())  # others: Scorers other tests keep
     with Scorer(workers=2, threads=2) as scorer:
         assert run_with_deadline(scorer, [engine_clips["texture"]])[0].status == "ok"
-        ours = mapped_segments(os.getpid())
+        ours = mapped_segments(os.getpid()) - others
         victims = decode_workers(scorer)
         assert len(victims) == 2
         # Both wait for a task now: ready, and running none.

@@ -129,11 +129,11 @@ def test_descendants_are_found(tmp_path):
 def test_long_decode_times_out_among_quick_ones(clips, validate_record):
     """(a) The long clip gets E_TIMEOUT, the quick ones are scored, in order, and the killed
     worker, the pool and the ring are all gone after close."""
-    before = psm_segments()
+    before, others = psm_segments(), mapped_segments(os.getpid())  # others: Scorers other tests keep
     paths = [clips["quick1"], clips["long"], clips["quick2"]]
     with Scorer(workers=2, frames="all", threads=2, timeout_s=0.5) as scorer:
         records = run_with_deadline(scorer, paths, DEADLINE_S)  # a hang fails here
-        ours = mapped_segments(os.getpid())
+        ours = mapped_segments(os.getpid()) - others
         started = {w.process.pid for w in scorer._pool._workers}
         workers = decode_workers(scorer)
     assert [r.path for r in records] == paths
