@@ -160,24 +160,20 @@ def _backend_result(runs: dict, label: str, videos: int) -> dict:
 def _over_first(by_backend: dict) -> dict:
     """Each backend after the first: its videos per minute over the first's, per sampling
     plan and per worker count (best rounds, and medians)."""
+    def ratio(row: dict, base: dict) -> dict:
+        return {"best": round(row["videos_per_min"] / base["videos_per_min"], 2),
+                "median": round(row["videos_per_min_median"] / base["videos_per_min_median"], 2)}
+
     labels = list(by_backend)
     first = by_backend[labels[0]]
+    base_workers = {r["workers"]: r for r in first["workers"]}
     out = {}
     for label in labels[1:]:
-        other, ratios = by_backend[label], {}
-        for key, row in other["sampling"].items():
-            if key in first["sampling"]:
-                base = first["sampling"][key]
-                ratios[f"frames={key}"] = {"best": round(row["videos_per_min"] / base["videos_per_min"], 2),
-                                           "median": round(row["videos_per_min_median"]
-                                                           / base["videos_per_min_median"], 2)}
-        base_workers = {r["workers"]: r for r in first["workers"]}
-        for row in other["workers"]:
-            if row["workers"] in base_workers:
-                base = base_workers[row["workers"]]
-                ratios[f"workers={row['workers']}"] = {
-                    "best": round(row["videos_per_min"] / base["videos_per_min"], 2),
-                    "median": round(row["videos_per_min_median"] / base["videos_per_min_median"], 2)}
+        other = by_backend[label]
+        ratios = {f"frames={key}": ratio(row, first["sampling"][key])
+                  for key, row in other["sampling"].items() if key in first["sampling"]}
+        ratios.update({f"workers={row['workers']}": ratio(row, base_workers[row["workers"]])
+                       for row in other["workers"] if row["workers"] in base_workers})
         out[f"{label} over {labels[0]}"] = ratios
     return out
 
