@@ -227,6 +227,50 @@ sys.exit(any('error' in v for k, v in rows.items() if k.startswith('$GPU_BACKEND
   fi
 }
 
+nvdec() {  # the nvdec reader on real NVDEC: its pictures against FFmpeg's, and its speed
+  if ! "$PY" -c "import av, PyNvVideoCodec" 2>/dev/null; then
+    echo "== SKIPPED nvdec: PyAV or PyNvVideoCodec is not importable (stage .whl/av and .whl/nv)"
+    return 0
+  fi
+  step pytest_nvdec_device 40 150 "$PY" -m pytest -q -rA -x -p no:cacheprovider tests/test_nvdec_device.py \
+    tests/test_nvdec.py 2>&1 | tail -40 | tee "$OUT/pytest_nvdec_device.log"
+  [ -f /tmp/nv720.mp4 ] || "$PY" scripts/make_bench_clip.py /tmp/nv720.mp4 --size 1280x720 --frames 300 --fps 30 \
+    --gop 60 > /dev/null 2>&1 || "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+p = make_folder(Path('/tmp/nv720d'), videos=1, size=(1280, 720), length_s=10, keyframe_s=2)[0]
+import shutil; shutil.copy(p, '/tmp/nv720.mp4')"
+  step nvdec_check 40 200 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/nvdec_check.py /tmp/nv720.mp4 \
+    --out "$OUT/nvdec_check.json" --procs ${NV_PROCS:-1 4 8 15}
+}
+
+nvfolder() {  # the folder study with each decoder, CPU and GPU inference (NV_* sizes the rows)
+  local cuda="--backend cuda:${NV_PRECISION:-fp16}"
+  gpu_here || cuda=""
+  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
+    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
+    IFS=, read -r size length key <<< "$CLIP_SPEC"
+    step make_clips 30 120 "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
+            length_s=$length, keyframe_s=$key)"
+  fi
+  local n=$N_CLIPS_ALL
+  if [ ! -d "/tmp/vqa_f$n" ]; then
+    mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
+  fi
+  # shellcheck disable=SC2086
+  step records_nvdec 20 90 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py --out "$OUT/records_nvdec.json" \
+    sample_videos/*.mp4 /tmp/vqa_f/bench_000.mp4 --backend openvino:fp32 $cuda --decoder nvdec
+  # shellcheck disable=SC2086
+  bench nvfolder_all 50 200 "/tmp/vqa_f$n" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 $cuda --decoder pyav --decoder nvdec
+  # shellcheck disable=SC2086
+  bench nvfolder_default 60 200 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend openvino:int8 $cuda --decoder pyav --decoder nvdec
+}
+
 summary() {  # the numbers to read first, from the JSON files of this call
   "$PY" - "$OUT" <<'EOF'
 import json, pathlib, sys
@@ -248,7 +292,9 @@ if (out / "records.json").exists():
     for label, row in r.get("backends", {}).items():
         print(f"records {label}:", "ERROR" if "error" in row else
               f"vs {r.get('reference')} {row.get('vs_reference')} agrees={row.get('agrees')} scores={row['scores']}")
-for path in sorted(out.glob("folder_*.json")):
+if (out / "nvdec_check.json").exists():
+    print("nvdec_check:", json.dumps(load("nvdec_check.json"), indent=1)[:3000])
+for path in sorted(out.glob("*folder_*.json")):
     f = load(path.name).get("folder")
     if not f:
         print(path.name, "has no result")
@@ -280,8 +326,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder) ;;
-      *) echo "unknown phase $phase (stage, check, folder; pack runs here)" >&2; return 2 ;;
+      stage|check|folder|nvdec|nvfolder) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder; pack runs here)" >&2; return 2 ;;
     esac
   done
   for phase in "$@"; do
@@ -290,6 +336,8 @@ main() {
       stage) stage; env_report "$OUT/env.txt"; cat "$OUT/env.txt" ;;
       check) check ;;
       folder) folder ;;
+      nvdec) nvdec ;;
+      nvfolder) nvfolder ;;
     esac
   done
   echo "=== summary"

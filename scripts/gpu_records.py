@@ -1,7 +1,7 @@
 """Records of the same clips through the pool engine on several backends, compared with the first.
 
     PYTHONPATH=$PWD python scripts/gpu_records.py --out records.json sample_videos/*.mp4 \\
-        --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16
+        --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16 [--decoder nvdec]
 
 What a user runs (``vqa.Scorer`` with decode workers and the default decoder), where
 scripts/gpu_check.py scores in one process with OpenCV: issue 20's tolerances are fp32 within
@@ -29,9 +29,9 @@ FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0
 
 
-def scores(clips: list[str], backend: str, precision: str, workers: int | None) -> dict:
+def scores(clips: list[str], backend: str, precision: str, workers: int | None, decoder: str = "pyav") -> dict:
     start = time.perf_counter()
-    with Scorer(backend=backend, precision=precision, workers=workers) as scorer:
+    with Scorer(backend=backend, precision=precision, workers=workers, decoder=decoder) as scorer:
         ready = time.perf_counter()
         records = list(scorer.score_many(clips))
         split = {"workers": scorer.workers, "inference_threads": scorer.threads}
@@ -39,6 +39,7 @@ def scores(clips: list[str], backend: str, precision: str, workers: int | None) 
     if bad:
         raise RuntimeError(f"{backend}:{precision}: records not ok: {bad}")
     return {"scores": [r.score for r in records], "categories": [r.category for r in records], **split,
+            "warnings": sorted({w.split(":")[0] for r in records for w in r.warnings}),
             "ready_s": round(ready - start, 2), "score_s": round(time.perf_counter() - ready, 2)}
 
 
@@ -47,15 +48,18 @@ def main() -> int:
     ap.add_argument("clips", nargs="+")
     ap.add_argument("--backend", dest="backends", action="append", required=True, metavar="NAME:PRECISION")
     ap.add_argument("--workers", type=int, default=None, help="decode workers (default: auto)")
+    ap.add_argument("--decoder", dest="decoders", action="append", default=None,
+                    help="decoder, repeatable, crossed with each backend after pyav's rows (default: pyav)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     result: dict = {"clips": [Path(c).name for c in args.clips], "backends": {}}
     ok = True
     first = None
-    for backend, precision in parse_backends(args.backends):
-        label = f"{backend}:{precision}"
+    decoders = ["pyav"] + [d for d in (args.decoders or []) if d != "pyav"]
+    for decoder, (backend, precision) in [(d, b) for d in decoders for b in parse_backends(args.backends)]:
+        label = f"{backend}:{precision}" + ("" if decoder == "pyav" else f"+{decoder}")
         try:
-            row = scores(args.clips, backend, precision, args.workers)
+            row = scores(args.clips, backend, precision, args.workers, decoder)
         except Exception:
             result["backends"][label] = {"error": traceback.format_exc()}
             ok = False

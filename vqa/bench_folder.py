@@ -102,12 +102,15 @@ def _warm(scorer) -> float:
 
 
 def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
-                  backend: tuple[str, str] | None = None) -> dict:
+                  backend: tuple[str, str] | None = None, decoder: str | None = None) -> dict:
     from .pipeline import Scorer
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
+    if decoder is not None:
+        chosen["decoder"] = decoder
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
+                 "decoder": scorer.options.decoder,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
                  "inference_threads": scorer.threads, "warm_s": round(_warm(scorer), 3)}
         start = time.perf_counter()
@@ -130,10 +133,12 @@ def _summary(runs: list[dict], videos: int) -> dict:
             "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1)}
 
 
-def _label(backend: tuple[str, str] | None) -> str:
+def _label(backend: tuple[str, str] | None, decoder: str | None = None) -> str:
+    """``openvino:fp32``, or ``cuda:fp16+nvdec`` where a decoder is named."""
     from .infer import DEFAULT_BACKEND, DEFAULT_PRECISION
 
-    return f"{DEFAULT_BACKEND}:{DEFAULT_PRECISION}" if backend is None else f"{backend[0]}:{backend[1]}"
+    name = f"{DEFAULT_BACKEND}:{DEFAULT_PRECISION}" if backend is None else f"{backend[0]}:{backend[1]}"
+    return name if decoder is None else f"{name}+{decoder}"
 
 
 def _backend_result(runs: dict, label: str, videos: int) -> dict:
@@ -181,7 +186,7 @@ def _over_first(by_backend: dict) -> dict:
 def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, size: tuple[int, int] = DEFAULT_SIZE,
                  length_s: float = DEFAULT_LENGTH_S, keyframe_s: float = DEFAULT_KEYFRAME_S,
                  workers: Sequence[int] | None = None, sampling: Sequence = ("default", "all"), rounds: int = 1,
-                 backends: Sequence[tuple[str, str]] | None = None,
+                 backends: Sequence[tuple[str, str]] | None = None, decoders: Sequence[str] | None = None,
                  model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
     """Videos per minute of a folder job by sampling and by worker count (module docstring).
 
@@ -191,12 +196,13 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     ``rounds``: each setting is measured that many times, the settings in turn; rows give the
     best round and the median. ``sampling``: the plans of the auto-split rows (empty: none).
     ``backends``: ``(name, precision)`` pairs, each setting run on each in turn (default: the
-    Scorer's default backend alone).
+    Scorer's default backend alone). ``decoders``: decoders, each crossed with each backend
+    (default: the Scorer's default decoder).
     """
     if rounds < 1:
         raise UsageError(f"rounds must be >= 1, got {rounds}")
-    chosen: list[tuple[str, str] | None] = list(backends) if backends else [None]
-    labels = [_label(b) for b in chosen]
+    chosen = [(b, d) for b in (list(backends) if backends else [None]) for d in (list(decoders) if decoders else [None])]
+    labels = [_label(*c) for c in chosen]
     if len(set(labels)) != len(labels):
         raise UsageError(f"a backend is named twice: {', '.join(labels)}")
     folder = Path(folder)
@@ -226,13 +232,13 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     # Within a setting the backends take turns, so the CPU and GPU rows of a plan run back to back.
     settings = [("sampling", str(f), f, None, b) for f in sampling for b in chosen] + \
                [("workers", w, "default", w, b) for w in sweep for b in chosen]
-    runs: dict = {(kind, key, _label(b)): [] for kind, key, _, _, b in settings}
+    runs: dict = {(kind, key, _label(*b)): [] for kind, key, _, _, b in settings}
     for r in range(rounds):  # rounds interleave the settings, so a change in load hits them alike
         for kind, key, frames, w, b in settings:
-            progress(f"round {r + 1}/{rounds}: {len(paths)} videos, {_label(b)}, frames={frames}, "
+            progress(f"round {r + 1}/{rounds}: {len(paths)} videos, {_label(*b)}, frames={frames}, "
                      + ("auto split" if w is None else f"--workers {w}"))
-            runs[kind, key, _label(b)].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
-                                                            backend=b))
+            runs[kind, key, _label(*b)].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
+                                                             backend=b[0], decoder=b[1]))
     by_backend = {label: _backend_result(runs, label, len(paths)) for label in labels}
     out.update(by_backend[labels[0]])  # the first backend's rows at the top, as with one backend
     out["by_backend"] = by_backend

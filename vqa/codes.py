@@ -94,6 +94,9 @@ class WarningCode(_Code):
                       "nominal rate")
     W_SIZE_CHANGED = ("W_SIZE_CHANGED", "the frame size changed mid-stream (PyAV decoder); each frame is "
                       "scored at its own size")
+    W_DECODER_FALLBACK = ("W_DECODER_FALLBACK", "`--decoder nvdec` did not decode this video (another codec "
+                          "or pixel format, or NVDEC could not start): FFmpeg decoded it on the CPU, with the "
+                          "same frames; the message says why")
     W_CAPPED = ("W_CAPPED", "decoding stopped at the duration cap (6 h), the frame cap (1,296,000), or a "
                 "sampled plan's decode budget; the rest was not seen")
 

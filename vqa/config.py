@@ -51,6 +51,9 @@ PRECISION_CHOICES = (*PRECISIONS, AUTO_PRECISION)
 GPU_BACKENDS = frozenset({"cuda"})
 ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
 DECODERS = tuple(decode.KNOWN_BACKENDS)
+# Decoders whose workers get no address-space limit by default: CUDA reserves far more
+# virtual memory at start-up (tens of GiB, never resident) than any useful RLIMIT_AS.
+UNLIMITED_DECODERS = ("nvdec",)
 
 
 def _is_int(value: Any) -> bool:
@@ -211,7 +214,8 @@ class ScoreOptions:
              "elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
-        show_default=True, help="Video decoder. opencv has fewer safety controls (README).")
+        show_default=True, help="Video decoder. opencv has fewer safety controls; nvdec decodes H.264 and HEVC on "
+             "an NVIDIA GPU, the rest on the CPU (README).")
     batch_size: int | str = _option(
         "auto", _check_batch_size, flag="--batch-size", parse=_parse_batch_size, metavar="auto|N",
         show_default=True, help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
@@ -234,7 +238,7 @@ class ScoreOptions:
     worker_memory_mb: int | str | None = _option(
         "auto", _check_memory, flag="--worker-memory", parse=_parse_memory, metavar="auto|MIB",
         help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
-             "4096). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
+             "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
              "before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
@@ -284,6 +288,8 @@ class ScoreOptions:
         gpu = self.backend in GPU_BACKENDS
         budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu)
         memory, batch = self.worker_memory_mb, self.batch_size
+        if memory == "auto" and self.decoder in UNLIMITED_DECODERS:
+            memory = None
         return Resolved(
             options=self, batch_size=batch if isinstance(batch, int)
             else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],

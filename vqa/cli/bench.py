@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from vqa.cli.common import EXIT_USAGE, debug, fail, option_for
-from vqa.config import cli_fields
+from vqa.config import DECODERS, cli_fields
 from vqa.errors import UsageError, VQAError
 
 _FIELDS = {f.name: f for f in cli_fields()}
@@ -37,6 +37,9 @@ _FIELDS = {f.name: f for f in cli_fields()}
                    "The pipeline study's naive baseline runs only when pytorch is measured. folder study "
                    "(default: openvino:fp32): each setting runs on each backend in turn, e.g. --backend "
                    "openvino:fp32 --backend cuda:fp32 compares the CPU and GPU paths side by side.")
+@click.option("--decoder", "decoders", multiple=True, type=click.Choice(DECODERS),
+              help="folder study: decoder, repeatable; each is crossed with each --backend (default: pyav). "
+                   "e.g. --backend cuda:fp16 --decoder pyav --decoder nvdec.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
               help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
 @click.option("--seconds", type=click.FloatRange(min=0.001), default=None,
@@ -45,8 +48,8 @@ _FIELDS = {f.name: f for f in cli_fields()}
             "times the default sampling; quick: 'default'); folder study: the auto split's one plan "
             "(default: both default and all).")
 @option_for(_FIELDS["model_dir"])
-def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_json, backends, batch_sizes, seconds,
-          frames, model_dir):
+def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_json, backends, decoders, batch_sizes,
+          seconds, frames, model_dir):
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
@@ -61,7 +64,8 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
         if sweep and no_sweep:
             fail("E_USAGE", "--workers and --no-sweep contradict each other", EXIT_USAGE)
         _bench_folder(clip, studies, videos=videos, clip_spec=clip_spec, sweep=[] if no_sweep else sweep or None,
-                      rounds=rounds, as_json=as_json, model_dir=model_dir, backends=backends, frames=frames)
+                      rounds=rounds, as_json=as_json, model_dir=model_dir, backends=backends, frames=frames,
+                      decoders=decoders)
         return
     try:
         result = vqa_bench.run_benchmark(
@@ -76,7 +80,8 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
     click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 
-def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, model_dir, backends, frames) -> None:
+def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, model_dir, backends, frames,
+                  decoders=()) -> None:
     """The folder and command studies (vqa.bench_folder), alone or together."""
     import json
 
@@ -102,7 +107,7 @@ def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, m
             out["folder"] = bench_folder.folder_study(path, videos=videos or bench_folder.DEFAULT_VIDEOS,
                                                       workers=sweep, rounds=rounds, model_dir=model_dir,
                                                       backends=parse_backends(backends) if backends else None,
-                                                      progress=progress, **spec)
+                                                      decoders=list(decoders) or None, progress=progress, **spec)
         if "command" in studies:
             out["command"] = bench_folder.command_study(path, model_dir=model_dir, progress=progress)
     except VQAError as e:

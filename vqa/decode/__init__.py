@@ -1,6 +1,6 @@
 """Decode stage: open a video with a named backend and read the frames a SamplePlan asks for.
 
-A backend's package (PyAV, OpenCV) is imported when the backend is first opened, not with
+A backend's package (PyAV, OpenCV, PyNvVideoCodec) is imported when the backend is first opened, not with
 this package: the parent of the decode workers never decodes, and importing both costs
 start-up (issue 18). ``AVAILABLE_BACKENDS`` holds the backends whose packages import here,
 importing every one the first time it is read; a backend that is known but missing is an
@@ -18,10 +18,11 @@ from vqa.errors import BackendUnavailable, UsageError
 
 DEFAULT_BACKEND = "pyav"
 # Every backend this package knows, with the distribution that provides it.
-KNOWN_BACKENDS = {"pyav": "av", "opencv": "opencv-python-headless"}
+KNOWN_BACKENDS = {"pyav": "av", "opencv": "opencv-python-headless", "nvdec": "PyNvVideoCodec"}
 # backend -> (its module here, its class, the module its distribution installs)
 _MODULES = {"pyav": ("vqa.decode.pyav", "PyAVReader", "av"),
-            "opencv": ("vqa.decode.opencv", "OpenCVReader", "cv2")}
+            "opencv": ("vqa.decode.opencv", "OpenCVReader", "cv2"),
+            "nvdec": ("vqa.decode.nvdec", "NvdecReader", "PyNvVideoCodec")}  # and PyAV, which demuxes
 
 _READERS: dict[str, type[VideoReader] | None] = {}  # backends tried: the class, or None
 _IMPORT_ERRORS: dict[str, str] = {}

@@ -338,7 +338,7 @@ class PyAVReader(VideoReader):
                 continue
             self._skip_if_before_run(packet)
             try:
-                frames = packet.decode()
+                frames = self._decode_packet(packet)
             except MemoryError:
                 raise
             except (av.error.InvalidDataError, av.error.FFmpegError, ValueError):
@@ -351,6 +351,11 @@ class PyAVReader(VideoReader):
                     if f.pts is not None:
                         heapq.heappush(self._labels, f.pts)
         return self._queue.popleft() if self._queue else None
+
+    def _decode_packet(self, packet: av.Packet) -> list[av.VideoFrame]:
+        """The frames one packet completes (an empty packet flushes the decoder): FFmpeg's
+        decoder here; the nvdec backend sends the packet to the GPU's instead."""
+        return packet.decode()
 
     def _skip_if_before_run(self, packet: av.Packet) -> None:
         """Let the decoder drop this packet's frame if nothing refers to it and it shows before

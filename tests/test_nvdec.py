@@ -1,0 +1,128 @@
+"""The nvdec decode backend's logic without a GPU: tests/fake_nvdec.py stands in for
+PyNvVideoCodec (FFmpeg decodes, NVDEC's interface and habits around it). What only the real
+hardware can show (its pictures equal FFmpeg's, its speed) is measured on the GPU machine by
+tests/test_cuda_device.py and scripts/device_bench.sh; this file runs everywhere.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+av = pytest.importorskip("av")
+
+import fake_nvdec  # noqa: E402
+from clips import textured_frames, write_clip  # noqa: E402
+
+import vqa.decode as decode  # noqa: E402
+from vqa.config import ScoreOptions  # noqa: E402
+from vqa.errors import BackendUnavailable  # noqa: E402
+from vqa.sample import plan_frames  # noqa: E402
+
+
+@pytest.fixture
+def nvdec(monkeypatch):
+    """The fake installed as PyNvVideoCodec, the nvdec reader imported against it."""
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake_nvdec.install())
+    monkeypatch.delitem(sys.modules, "vqa.decode.nvdec", raising=False)
+    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
+    monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
+    for k in fake_nvdec.FAULTS:
+        monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
+    fake_nvdec.STATS.update(created=0, packets=0)
+    yield fake_nvdec
+    decode._READERS.pop("nvdec", None)  # the next test imports against its own fake, or none
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """H.264 with B-frames and a keyframe every 12 frames (mp4, and MPEG-TS: Annex B already),
+    HEVC in mkv, and VP9 in webm (not for NVDEC)."""
+    d = tmp_path_factory.mktemp("nvdec")
+    frames = textured_frames(60, 96, 128, seed=3)
+    made = {}
+    for name, codec, opts in [("h264.mp4", "libx264", {"g": "12", "bf": "2", "crf": "23"}),
+                              ("h264.ts", "libx264", {"g": "12", "bf": "2", "crf": "23"}),
+                              ("hevc.mkv", "libx265", {"g": "12", "crf": "28", "x265-params": "log-level=none"}),
+                              ("vp9.webm", "libvpx-vp9", {"g": "12", "crf": "40", "b": "0"})]:
+        write_clip(d / name, frames, fps=24, codec=codec, options=opts)
+        made[name] = d / name
+    return made
+
+
+def _read(path, backend, frames="default"):
+    with decode.open_video(path, backend=backend) as reader:
+        plan = plan_frames(reader.info, frames, keyframes_s=reader.keyframe_times(10_000))
+        got = [(f.run, round(f.pts_s, 6), f.rgb) for f in reader.read(plan)]
+        return got, reader.warnings, reader.info
+
+
+def _same_frames(a, b):
+    assert [x[:2] for x in a] == [x[:2] for x in b]
+    for (_, pts, x), (_, _, y) in zip(a, b):
+        assert np.array_equal(x, y), f"pixels differ at {pts} s"
+
+
+@pytest.mark.parametrize("name", ["h264.mp4", "h264.ts", "hevc.mkv"])
+@pytest.mark.parametrize("frames", ["default", "all", 7])
+def test_nvdec_gives_pyavs_frames(nvdec, clips, name, frames):
+    got, warnings, info = _read(clips[name], "nvdec", frames)
+    want, _, want_info = _read(clips[name], "pyav", frames)
+    assert warnings == [] and info == want_info
+    _same_frames(got, want)
+    assert nvdec.STATS["packets"] > 0, "NVDEC decoded nothing: the frames came from FFmpeg"
+
+
+def test_seeks_start_a_fresh_decoder(nvdec, clips):
+    """A sampled plan seeks between runs; every seek starts a fresh decoder (pictures of the
+    old position must not leak into the new one), and the frames still match."""
+    got, _, _ = _read(clips["h264.mp4"], "nvdec", "default")
+    assert nvdec.STATS["created"] >= 3
+    _same_frames(got, _read(clips["h264.mp4"], "pyav", "default")[0])
+
+
+def test_other_codecs_fall_back_to_the_cpu_with_a_warning(nvdec, clips):
+    got, warnings, _ = _read(clips["vp9.webm"], "nvdec", "all")
+    assert len(warnings) == 1 and warnings[0].startswith("W_DECODER_FALLBACK:") and "vp9" in warnings[0]
+    assert nvdec.STATS["created"] == 0
+    _same_frames(got, _read(clips["vp9.webm"], "pyav", "all")[0])
+
+
+@pytest.mark.parametrize("fault, words", [("create", "could not start"), ("decode", "no picture"),
+                                          ("pixels", "differs")])
+def test_nvdec_faults_fall_back_per_video(nvdec, clips, fault, words):
+    nvdec.FAULTS[fault] = True
+    got, warnings, _ = _read(clips["h264.mp4"], "nvdec", "default")
+    assert len(warnings) == 1 and warnings[0].startswith("W_DECODER_FALLBACK:") and words in warnings[0]
+    _same_frames(got, _read(clips["h264.mp4"], "pyav", "default")[0])
+
+
+def test_records_through_the_scorer_equal_pyavs(nvdec, clips):
+    from vqa.pipeline import Scorer
+
+    records = {}
+    for decoder in ("pyav", "nvdec"):
+        with Scorer(workers=0, decoder=decoder) as scorer:
+            records[decoder] = [scorer.score(str(clips[n])) for n in ("h264.mp4", "vp9.webm")]
+    for a, b in zip(records["pyav"], records["nvdec"]):
+        assert a.ok and b.ok
+        assert (a.score, a.category, a.defects) == (b.score, b.category, b.defects)
+        assert a.frames["sampled"] == b.frames["sampled"]
+    assert any(w.startswith("W_DECODER_FALLBACK:") for w in records["nvdec"][1].warnings)
+    assert records["nvdec"][1].config["decoder"] == "nvdec"
+
+
+def test_without_the_package_nvdec_is_a_clear_backend_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # import fails as if not installed
+    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
+    monkeypatch.delitem(sys.modules, "vqa.decode.nvdec", raising=False)
+    with pytest.raises(BackendUnavailable, match="PyNvVideoCodec"):
+        decode.reader_class("nvdec")
+    decode._READERS.pop("nvdec", None)
+
+
+def test_nvdec_workers_get_no_address_space_limit_unless_asked(nvdec):
+    assert ScoreOptions(decoder="pyav").resolve(4).worker_memory_mb == 4096
+    assert ScoreOptions(decoder="nvdec").resolve(4).worker_memory_mb is None
+    assert ScoreOptions(decoder="nvdec", worker_memory_mb=2048).resolve(4).worker_memory_mb == 2048
