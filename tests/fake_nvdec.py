@@ -4,7 +4,8 @@ It has the few names ``vqa.decode.nvdec`` uses, and behaves as NVDEC does where 
 to the reader: it parses Annex B packets (FFmpeg's software decoder does the decoding), hands
 out NV12 pictures in host memory by address, with the timestamp of the packet that carried
 them, holds pictures back until later packets or the end of the stream, and reuses its
-picture buffers on the next call, so a reader that does not copy at once reads garbage.
+picture buffers on the next call, so a reader that does not copy at once reads garbage. After
+the end of a stream (an empty packet) it decodes a new one, as the device tests check NVDEC does.
 
 ``install()`` puts it in ``sys.modules`` as ``PyNvVideoCodec``; ``FAULTS`` switches on the
 failures the tests need.
@@ -20,7 +21,7 @@ import av
 import numpy as np
 
 FAULTS: dict[str, bool] = {"create": False, "decode": False, "pixels": False}
-STATS = {"created": 0, "packets": 0}
+STATS = {"created": 0, "packets": 0, "drained": 0}
 
 
 class cudaVideoCodec:  # noqa: N801 (PyNvVideoCodec's name)
@@ -76,8 +77,10 @@ class _Decoder:
             p = av.Packet(ctypes.string_at(packet.bsl_data, packet.bsl))
             p.pts = packet.pts
             frames = self._ctx.decode(p)
-        else:
+        else:  # end of stream: what is held comes out, and the decoder takes a new stream after
+            STATS["drained"] += 1
             frames = self._ctx.decode(None)
+            self._ctx.flush_buffers()
         self._held = [_nv12(f) for f in frames]
         return [_Picture(buf, f.pts) for buf, f in zip(self._held, frames)]
 

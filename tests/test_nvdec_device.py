@@ -37,7 +37,9 @@ def clips(tmp_path_factory):
             ("hevc.mkv", (640, 360), "libx265", {"g": "12", "crf": "28", "x265-params": "log-level=none"}),
             ("hevc_bt709.mp4", (1280, 720), "libx265", {"g": "24", "crf": "28", "x265-params": "log-level=none",
                                                         "colorspace": "bt709"})]:
-        write_clip(d / name, textured_frames(48, h, w, seed=len(made)), fps=24, codec=codec, options=opts)
+        # 5 s (2 s at 1080p) with a keyframe every 0.5 s: the sampled plans seek between runs
+        write_clip(d / name, textured_frames(48 if h > 720 else 120, h, w, seed=len(made)), fps=24, codec=codec,
+                   options=opts)
         made[name] = d / name
     return made
 
