@@ -51,6 +51,8 @@ VARIANTS = [
     ("fp32_tf32_channels_last_benchmark", "fp32", {"tf32": True, "channels_last": True, "cudnn_benchmark": True}),
     ("fp16_channels_last", "fp16", {"channels_last": True}),
     ("fp16_channels_last_benchmark", "fp16", {"channels_last": True, "cudnn_benchmark": True}),
+    ("fp16_half_weights", "fp16", {"half_weights": True}),
+    ("fp16_half_weights_channels_last", "fp16", {"half_weights": True, "channels_last": True}),
 ]
 FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0
@@ -212,10 +214,12 @@ def variant(spec, views: np.ndarray, clips: list[Path], ref_views: np.ndarray, r
     return out
 
 
-def variants(spec, views: np.ndarray, clips: list[Path], seconds: float) -> dict:
+def variants(spec, views: np.ndarray, clips: list[Path], seconds: float, only=None) -> dict:
     ref_views, ref_records = cpu_reference(spec, views, clips)
     out: dict = {"cpu_fp32_records": ref_records.tolist()}
     for name, precision, options in VARIANTS:
+        if only and name not in only and name not in ("fp32", "fp16"):
+            continue
         try:
             start = time.perf_counter()
             out[name] = variant(spec, views, clips, ref_views, ref_records, precision, options, seconds)
@@ -231,6 +235,8 @@ def main() -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[32, 128, 512])
     ap.add_argument("--seconds", type=float, default=2.0, help="timing per batch size and precision")
     ap.add_argument("--variants", action="store_true", help="also measure the speed options (part 5)")
+    ap.add_argument("--only", action="append", default=None, metavar="NAME",
+                    help="part 5: measure these variants alone (repeatable; the two defaults always run)")
     ap.add_argument("--variant-seconds", type=float, default=1.0, help="timing per point of part 5")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -245,7 +251,7 @@ def main() -> int:
              "records": lambda: agreement_records(clips),
              "views_per_s": lambda: speed(spec, views, args.batches, args.seconds)}
     if args.variants:
-        parts["variants"] = lambda: variants(spec, views, clips, args.variant_seconds)
+        parts["variants"] = lambda: variants(spec, views, clips, args.variant_seconds, args.only)
     for name, part in parts.items():  # one failing part still leaves the others' numbers
         try:
             start = time.perf_counter()

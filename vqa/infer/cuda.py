@@ -11,8 +11,10 @@ Speed options (``SPEED_OPTIONS``, all off by default; ``scripts/gpu_check.py --v
 measures each with its agreement against the CPU before any becomes a default): ``tf32``
 lets cuDNN and matmuls use TF32 in fp32, ``channels_last`` keeps the weights in NHWC (the
 input already is), ``cudnn_benchmark`` lets cuDNN time its algorithms in the eager passes
-before capture. TF32 and benchmark are torch-wide switches: they are set as each graph is
-captured, which is when they choose the kernels the graph keeps.
+before capture, ``half_weights`` runs fp16 with the weights and activations in float16 (no
+autocast, so no casts inside the graph; normalisation layers in float16 too). TF32 and
+benchmark are torch-wide switches: they are set as each graph is captured, which is when they
+choose the kernels the graph keeps.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from .network import OUTPUTS, QualityNet
 
 WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
 SLOTS = 2  # pinned buffers per bucket: one filling while the GPU runs the other
-SPEED_OPTIONS = {"tf32": False, "channels_last": False, "cudnn_benchmark": False}  # the defaults
+SPEED_OPTIONS = {"tf32": False, "channels_last": False, "cudnn_benchmark": False,  # the defaults
+                 "half_weights": False}
 
 
 def _set_switches(tf32: bool, cudnn_benchmark: bool) -> None:
@@ -68,16 +71,19 @@ class _BucketGraph:
     runs one batch, the next is filled into the other buffer."""
 
     def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream,
-                 channels_last: bool = False):
+                 channels_last: bool = False, half_weights: bool = False):
         self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
         self._next = 0
         self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
 
         def forward() -> torch.Tensor:
             # .float() keeps the permuted NHWC strides; channels_last also puts the weights in NHWC.
-            x = self.dev_in.permute(0, 3, 1, 2).float()
+            x = self.dev_in.permute(0, 3, 1, 2)
+            x = x.half() if half_weights else x.float()  # uint8 0-255 is exact in either
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
+            if half_weights:
+                return net(x).float()
             # cache_enabled=False: autocast's weight cache must not outlive a graph capture.
             with torch.autocast("cuda", dtype=torch.float16, enabled=fp16, cache_enabled=False):
                 return net(x).float()
@@ -147,6 +153,8 @@ class CUDAInferencer(Inferencer):
             net = QualityNet()
             net.load_state_dict(state)
             net = net.eval().to(self._device)
+            if self.speed["half_weights"] and precision == "fp16":
+                net = net.half()
             self._net = net.to(memory_format=torch.channels_last) if self.speed["channels_last"] else net
             self._stream = torch.cuda.Stream(self._device)
         except RuntimeError as e:  # out of memory, a device in exclusive use
@@ -159,7 +167,8 @@ class CUDAInferencer(Inferencer):
         if graph is None:  # captured lazily: a job at batch 4 never pays for the 512 graph
             _set_switches(self.speed["tf32"], self.speed["cudnn_benchmark"])
             graph = self._graphs[bucket] = _BucketGraph(self._net, bucket, self._view, self.precision == "fp16",
-                                                        self._device, self._stream, self.speed["channels_last"])
+                                                        self._device, self._stream, self.speed["channels_last"],
+                                                        self.speed["half_weights"] and self.precision == "fp16")
         return graph
 
     def _check(self, views: np.ndarray) -> np.ndarray:
