@@ -201,7 +201,8 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     """
     if rounds < 1:
         raise UsageError(f"rounds must be >= 1, got {rounds}")
-    chosen = [(b, d) for b in (list(backends) if backends else [None]) for d in (list(decoders) if decoders else [None])]
+    chosen = [(b, d) for b in (list(backends) if backends else [None])
+              for d in (list(decoders) if decoders else [None])]
     labels = [_label(*c) for c in chosen]
     if len(set(labels)) != len(labels):
         raise UsageError(f"a backend is named twice: {', '.join(labels)}")

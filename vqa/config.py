@@ -238,8 +238,8 @@ class ScoreOptions:
     worker_memory_mb: int | str | None = _option(
         "auto", _check_memory, flag="--worker-memory", parse=_parse_memory, metavar="auto|MIB",
         help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
-             "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB (about 800 MiB) is refused "
-             "before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
+             "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB "
+             "(about 800 MiB) is refused before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
