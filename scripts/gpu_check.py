@@ -51,8 +51,8 @@ VARIANTS = [
     ("fp32_tf32_channels_last_benchmark", "fp32", {"tf32": True, "channels_last": True, "cudnn_benchmark": True}),
     ("fp16_channels_last", "fp16", {"channels_last": True}),
     ("fp16_channels_last_benchmark", "fp16", {"channels_last": True, "cudnn_benchmark": True}),
-    ("fp16_half_weights", "fp16", {"half_weights": True}),
-    ("fp16_half_weights_channels_last", "fp16", {"half_weights": True, "channels_last": True}),
+    ("fp16_autocast", "fp16", {"half_weights": False}),
+    ("fp16_channels_last_autocast", "fp16", {"half_weights": False, "channels_last": True}),
 ]
 FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0

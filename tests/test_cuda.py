@@ -158,10 +158,10 @@ def test_gpu_tests_collect_without_jsonschema_pyav_or_openvino():
     assert run.returncode == 0 and re.fullmatch(r"\d+ tests collected in [\d.]+s", summary), run.stdout[:3000]
 
 
-def test_speed_options_are_off_by_default_and_an_unknown_one_is_refused_before_the_gpu_check():
+def test_speed_options_are_off_by_default_but_half_weights_and_an_unknown_one_is_refused_before_the_gpu_check():
     from vqa.infer.cuda import SPEED_OPTIONS, CUDAInferencer
 
-    assert SPEED_OPTIONS == {"tf32": False, "channels_last": False, "cudnn_benchmark": False, "half_weights": False}
+    assert SPEED_OPTIONS == {"tf32": False, "channels_last": False, "cudnn_benchmark": False, "half_weights": True}
     with pytest.raises(TypeError, match="unknown cuda speed options"):
         CUDAInferencer(load_model_spec(), tf32_everywhere=True)
     if "cuda" not in available_backends():

@@ -44,9 +44,10 @@ _NO_PTS = -1
 
 class NvdecReader(PyAVReader):
     BACKEND_NAME: ClassVar[str] = "nvdec"
-    # NVDEC decodes every packet it is given (FFmpeg's skip_frame does not reach it); a video
-    # that falls back to PyAV's decoder drops them again (set per reader).
-    DROPS_BEFORE_RUNS: ClassVar[bool] = False
+    # DROPS_BEFORE_RUNS stays True although NVDEC decodes every packet it is given: after a seek
+    # it, like FFmpeg, skips pictures that cannot be decoded from there (HEVC's leading pictures
+    # after an open-GOP keyframe), so no frame interval may span the way to a run (the H200 run
+    # raised W_VARIABLE_FPS on such a clip when this was False).
 
     _nv: Any = None  # the NVDEC decoder; None: PyAV decodes this video
     _bsf: BitStreamFilterContext | None = None
@@ -99,7 +100,6 @@ class NvdecReader(PyAVReader):
     def _fall_back(self, reason: str) -> None:
         started = self._nv is not None
         self._nv = self._bsf = None
-        self.DROPS_BEFORE_RUNS = True  # PyAV decodes: it may drop frames before runs again
         self._warn("W_DECODER_FALLBACK", f"decoded on the CPU by FFmpeg: {reason}")
         if started:
             self._reopen()  # the packets NVDEC took are needed again
