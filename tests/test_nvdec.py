@@ -28,6 +28,8 @@ def nvdec(monkeypatch):
     monkeypatch.delitem(sys.modules, "vqa.decode.nvdec", raising=False)
     monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
     monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
+    # Once read, the table of available backends decides (made before the fake was there).
+    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
     for k in fake_nvdec.FAULTS:
         monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
     fake_nvdec.STATS.update(created=0, packets=0, drained=0)
@@ -118,6 +120,7 @@ def test_without_the_package_nvdec_is_a_clear_backend_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # import fails as if not installed
     monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
     monkeypatch.delitem(sys.modules, "vqa.decode.nvdec", raising=False)
+    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
     with pytest.raises(BackendUnavailable, match="PyNvVideoCodec"):
         decode.reader_class("nvdec")
     decode._READERS.pop("nvdec", None)
