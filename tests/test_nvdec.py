@@ -130,3 +130,25 @@ def test_nvdec_workers_get_no_address_space_limit_unless_asked(nvdec):
     assert ScoreOptions(decoder="pyav").resolve(4).worker_memory_mb == 4096
     assert ScoreOptions(decoder="nvdec").resolve(4).worker_memory_mb is None
     assert ScoreOptions(decoder="nvdec", worker_memory_mb=2048).resolve(4).worker_memory_mb == 2048
+
+
+@pytest.mark.slow
+def test_hostile_inputs_get_the_records_pyav_gives(nvdec, tmp_path, validate_record):
+    """Every hostile case of tests/hostile.py ends as it does with pyav (status, error code,
+    warnings), with W_DECODER_FALLBACK where NVDEC is not used: PyAV's checks stay in front.
+    Scores are equal too, but where packets are corrupt: each decoder hides damage its own way."""
+    from hostile import CASES
+
+    from vqa.pipeline import Scorer
+
+    with Scorer(workers=0, decoder="pyav") as pyav, Scorer(workers=0, decoder="nvdec") as nv:
+        for name, (make, status, code, _) in CASES.items():
+            folder = tmp_path / name
+            folder.mkdir()
+            path = make(folder)
+            a, b = validate_record(pyav.score(path)), validate_record(nv.score(path))
+            assert (b["status"], (b["error"] or {}).get("code")) == (a["status"], (a["error"] or {}).get("code")), name
+            same = {w.split(":")[0] for w in b["warnings"]} - {"W_DECODER_FALLBACK"}
+            assert same == {w.split(":")[0] for w in a["warnings"]}, (name, a["warnings"], b["warnings"])
+            if not any(w.startswith("W_CORRUPT_FRAMES") for w in a["warnings"]):  # decoders conceal
+                assert (a["score"], a["defects"]) == (b["score"], b["defects"]), name  # errors apart
