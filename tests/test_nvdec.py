@@ -142,7 +142,7 @@ def test_hostile_inputs_get_the_records_pyav_gives(nvdec, tmp_path, validate_rec
     from vqa.pipeline import Scorer
 
     with Scorer(workers=0, decoder="pyav") as pyav, Scorer(workers=0, decoder="nvdec") as nv:
-        for name, (make, status, code, _) in CASES.items():
+        for name, (make, *_) in CASES.items():
             folder = tmp_path / name
             folder.mkdir()
             path = make(folder)
