@@ -35,8 +35,13 @@ def start() -> None:
     ctx = mp.get_context("spawn")
     parent_end, child_end = ctx.Pipe()
     process = ctx.Process(target=_wait_for_settings, args=(child_end,), daemon=True, name=WORKER_NAME)
-    process.start()
-    child_end.close()
+    try:
+        process.start()
+    except OSError:  # no process to be had now: the pool spawns its own, and says why if it cannot
+        parent_end.close()
+        return
+    finally:
+        child_end.close()
     _waiting = (process, parent_end, os.getpid())
 
 
