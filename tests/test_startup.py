@@ -139,6 +139,54 @@ def test_the_installed_command_is_not_run_again_in_each_worker(clip, tmp_path):
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert imported.count("vqa.engine.worker") == 3  # the parent and both workers reported theirs
     assert imported.count("click") == 1 and imported.count("vqa.cli") == 1
+    # The first worker was started before the command imported click (vqa.engine.prestart),
+    # and the pool took it: a worker started for nothing would have reported a fourth
+    # vqa.engine.worker above (it imports it before it waits for its settings).
+    assert imported.index("vqa.engine.prestart") < imported.index("click")
+
+
+@pytest.mark.parametrize("words, starts", [
+    (["score", "a.mp4"], True),
+    (["score", "--workers", "2", "a.mp4", "--frames", "all"], True),
+    (["score", "--workers", "0", "a.mp4"], False),
+    (["score", "--workers=0", "a.mp4"], False),
+    (["score", "--engine", "ray", "a.mp4"], False),
+    (["score", "--help"], False),
+    (["score", "--", "--help"], True),  # a file named --help
+    (["report", "scores.jsonl"], False),
+    (["bench", "a.mp4"], False),
+    ([], False),
+])
+def test_vqa_score_starts_a_worker_before_it_imports_its_options(words, starts):
+    from vqa.cli import _starts_a_worker
+
+    assert _starts_a_worker(words) is starts
+
+
+def test_a_worker_started_for_nothing_is_stopped_and_one_is_taken_once():
+    import multiprocessing as mp
+
+    from vqa.engine import prestart
+
+    from vqa.engine.worker import WORKER_NAME
+
+    assert prestart.WORKER_NAME == WORKER_NAME
+    prestart.start()
+    process = prestart._waiting[0]
+    assert process.is_alive()
+    assert prestart.take(mp.get_context("fork")) is None  # not a worker of another start method
+    prestart.discard()
+    assert not process.is_alive() and prestart._waiting is None
+    assert prestart.take(mp.get_context("spawn")) is None
+
+
+def test_a_job_with_nothing_to_score_stops_the_worker_it_started(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "vqa.cli", "score", str(empty), "--quiet", "--format", "jsonl"],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""
 
 
 def test_the_command_and_its_workers_exit_without_teardown(clip, tmp_path):

@@ -5,6 +5,10 @@
     vqa bench  -> vqa.cli.bench  -> vqa.bench
     vqa serve  -> vqa.cli.serve  -> vqa.serve (vqa.job.run_folder_job per job)
 
+click and the commands live in ``vqa.cli.app``, imported when the command runs (``main``)
+or when ``vqa.cli.cli`` is first read: ``vqa score`` starts its first decode worker before
+them (vqa.engine.prestart).
+
 Each command parses, shows progress, handles signals and maps errors to exit statuses; what it
 does to a video goes through the library, so a script can do the same without the CLI.
 """
@@ -12,33 +16,23 @@ from __future__ import annotations
 
 import os
 import sys
-
-import click
-
-from vqa.cli import bench, report, score, serve
-from vqa.cli.common import EXIT_CODES_HELP
+from typing import Any
 
 
-def _print_version(ctx, _param, value):
-    if not value or ctx.resilient_parsing:
-        return
-    import vqa
-    click.echo(f"vqa {vqa.__version__}")
-    ctx.exit(0)
+_SUBMODULES = ("app", "bench", "common", "report", "score", "serve")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Show the version and exit.")
-def cli():
-    """No-reference video quality assessment: a 0-100 score that predicts VMAF,
-    a quality category and timestamped defects."""
+def __getattr__(name: str) -> Any:
+    """``vqa.cli.cli`` (the click group) and the command modules, loaded on first use (PEP 562)."""
+    if name == "cli":
+        from vqa.cli.app import cli
 
+        return cli
+    if name in _SUBMODULES:
+        import importlib
 
-cli.add_command(score.score)
-cli.add_command(report.report)
-cli.add_command(bench.bench)
-cli.add_command(serve.serve)
+        return importlib.import_module(f"vqa.cli.{name}")
+    raise AttributeError(f"module 'vqa.cli' has no attribute {name!r}")
 
 
 def _spare_the_workers_this_script() -> None:
@@ -68,6 +62,7 @@ def _exit_without_teardown(code: int) -> None:
     import multiprocessing
     import threading
 
+    _stop_an_unused_worker()  # a worker started for a job that needed none (vqa.engine.prestart)
     if threading.active_count() > 1 or multiprocessing.active_children():
         sys.exit(code)
     atexit._run_exitfuncs()
@@ -79,11 +74,42 @@ def _exit_without_teardown(code: int) -> None:
     os._exit(code)
 
 
+def _starts_a_worker(args: list[str]) -> bool:
+    """Whether ``vqa ARGS`` scores with decode workers, read from the words alone (before
+    click and the options are imported): ``vqa score`` without ``--workers 0``, ``--engine``
+    or help. A worker started for nothing is stopped again, so this only has to be right
+    about the common case."""
+    if not args or args[0] != "score":
+        return False
+    for k, arg in enumerate(args[1:], 1):
+        if arg == "--":
+            break
+        if arg in ("-h", "--help", "--engine", "--actors-per-node", "--workers=0") or arg.startswith("--engine="):
+            return False
+        if arg == "--workers" and args[k + 1:k + 2] == ["0"]:
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     _spare_the_workers_this_script()
+    if _starts_a_worker(sys.argv[1:] if argv is None else list(argv)):
+        from vqa.engine import prestart  # imports nothing heavy
+
+        prestart.start()  # starts while the command imports click, the options and the model
     try:
+        from vqa.cli.app import cli
+
         cli.main(args=argv, prog_name="vqa")
     except SystemExit as e:
         if e.code is not None and not isinstance(e.code, int):
             raise
         _exit_without_teardown(e.code or 0)
+    finally:
+        _stop_an_unused_worker()
+
+
+def _stop_an_unused_worker() -> None:
+    prestart = sys.modules.get("vqa.engine.prestart")
+    if prestart is not None:
+        prestart.discard()

@@ -126,6 +126,19 @@ def _positive(name: str, value: object, kind: type | tuple[type, ...]) -> None:
         raise UsageError(f"{name} must be a number > 0, got {value!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class LastFrames:
+    """What a read still takes before it seeks or stops (``VideoReader._last_frames``):
+    ``count`` frames (this grab's included) that show from ``start_s`` and before ``end_s``,
+    frames before ``start_s`` passed over; then it goes on at ``next_start_s`` (None: the
+    read ends)."""
+
+    count: int
+    start_s: float
+    end_s: float
+    next_start_s: float | None
+
+
 class VideoReader(ABC):
     """Reads frames of one video's first video stream; a context manager, ``close()`` is explicit.
 
@@ -178,6 +191,10 @@ class VideoReader(ABC):
         self._ended = False  # a grab found the end of the stream
         self._budget: int | None = None  # frames_decoded at which read() stops (sampled plans)
         self._open_run_limit: int | None = None
+        # Set by _read_run before each grab: the frames it will still take before it seeks or
+        # stops (``LastFrames``), or None where more decoding follows. A backend may then drain
+        # its decoder for them instead of decoding packets whose frames nobody takes.
+        self._last_frames: LastFrames | None = None
         self._file = None
         # Opened once and checked (vqa.files); the backend reads this descriptor, not the path.
         self._file = open_input(self.path)
@@ -247,7 +264,8 @@ class VideoReader(ABC):
         self._budget = None if budget is None else self.frames_decoded + budget
         self._open_run_limit = plan.requested if plan.mode != "all" else None
         for k, run in enumerate(plan.runs):
-            yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end)
+            following = plan.runs[k + 1].start_s if k + 1 < len(plan.runs) else None
+            yield from self._read_run(k, run, bounded=k < len(plan.runs) - 1 or not open_end, next_start_s=following)
         # The first segment (or the whole plan) found the stream's end before any run of its:
         # later segments, further on, find nothing either, so no frame can be taken twice.
         first_segment = plan.runs and plan.runs[0].span_start_s <= 0
@@ -284,7 +302,15 @@ class VideoReader(ABC):
     def _over_budget(self) -> bool:
         return self._budget is not None and self.frames_decoded > self._budget
 
-    def _read_run(self, k: int, run: Run, *, bounded: bool) -> Iterator[Frame]:
+    def _seeks_to(self, last: float, start_s: float) -> bool:
+        """Whether ``_read_run`` reaches a run that starts at ``start_s`` by ``_seek`` when
+        the last frame it grabbed shows at ``last`` and none is pending (the test it makes)."""
+        return last >= start_s - PTS_TOLERANCE_S or (self.SEEKS_AHEAD and self._seek_pays(last, start_s))
+
+    def _read_run(self, k: int, run: Run, *, bounded: bool, next_start_s: float | None = None
+                  ) -> Iterator[Frame]:
+        """Yield the frames of run ``k``; ``next_start_s``: where the read goes next (the next
+        run's start), None when it ends with this run."""
         if self._capped:
             return
         if run.start_s > self.max_duration_s:
@@ -296,7 +322,8 @@ class VideoReader(ABC):
         self._pending_pts_s = None
         if pending is not None and pending >= start:
             pass  # the frame in hand opens this run: no seek, no decode
-        elif (last is not None and last >= start) or (self.SEEKS_AHEAD and self._seek_pays(last, run.start_s)):
+        elif (last is not None and self._seeks_to(last, run.start_s)) or (
+                last is None and self.SEEKS_AHEAD and self._seek_pays(last, run.start_s)):
             # Behind us: only a seek back can reach it. Ahead: see _seek_pays.
             self._seek(run.start_s)
             self._last_pts_s = pending = self._grab_pts_s = None
@@ -313,7 +340,14 @@ class VideoReader(ABC):
             if pending is not None:
                 pts, pending = pending, None
             else:
-                pts = self._grab()
+                # A run of a set count takes its frames and is done: what the decoder holds
+                # may be all it needs (a backend checks that; a grab after it stays exact).
+                self._last_frames = (LastFrames(run.count - taken, start, end, next_start_s)
+                                     if run.count and limit == run.count and not in_place else None)
+                try:
+                    pts = self._grab()
+                finally:
+                    self._last_frames = None
                 if pts is None:
                     self._ended = True
                     break

@@ -49,6 +49,9 @@ class NvdecReader(PyAVReader):
     # after an open-GOP keyframe), so no frame interval may span the way to a run (the H200 run
     # raised W_VARIABLE_FPS on such a clip when this was False).
 
+    # The PyAV reader's drain at the end of a run asks FFmpeg's decoder for the frames it holds;
+    # NVDEC holds its own, so this reader reads on instead (a video that falls back drains again).
+    _drains = False
     _nv: Any = None  # the NVDEC decoder; None: PyAV decodes this video
     _bsf: BitStreamFilterContext | None = None
     _fed = False  # packets went in since the decoder was made: a seek must start a new one
@@ -100,6 +103,7 @@ class NvdecReader(PyAVReader):
     def _fall_back(self, reason: str) -> None:
         started = self._nv is not None
         self._nv = self._bsf = None
+        self._drains = True
         self._warn("W_DECODER_FALLBACK", f"decoded on the CPU by FFmpeg: {reason}")
         if started:
             self._reopen()  # the packets NVDEC took are needed again

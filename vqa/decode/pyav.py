@@ -51,6 +51,14 @@ MEASURE_MAX_BYTES = 64 << 20
 MEASURE_TAIL_S = 1.0  # the measure starts this far before the declared end (at its keyframe)
 # A measured end this far from the declared one (and 2% of it) means the header is wrong.
 LENGTH_SLACK_S = 1.0
+# Draining (``_drain_pays``): a run's last frames are often decoded already, held back by the
+# decoder to put B-frames in order (two frames of an x264 stream), and reading on decodes the
+# next packets only to push them out (a fifth of the decoding of the default plan on a 1080p
+# clip with a keyframe every 2 s). When the read seeks or stops after them, the decoder is
+# drained for them instead, if every packet still to come shows later: this many packets are
+# looked at ahead for that (H.264's and HEVC's largest reorder buffer).
+DRAIN_LOOKAHEAD_PACKETS = 16
+_END = object()  # the end of the stream, met while looking ahead
 
 
 def _open_container(source: str, *, max_pixels: int,
@@ -107,6 +115,7 @@ class PyAVReader(VideoReader):
     _measurement = None  # what _measure found, read at open
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
+    _drains = True  # False once a drain gave other frames than the packets promised
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
@@ -304,6 +313,13 @@ class PyAVReader(VideoReader):
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
         self._packets = self._container.demux(self._stream)
+        self._ahead: collections.deque = collections.deque()  # packets demuxed to look ahead, not yet decoded
+        # pts of the packets the decoder was given since it started afresh whose frames have
+        # not come out (None: not known, no drain); the decoder's state as a drain would find it.
+        self._held: list[int] | None = []
+        self._drained = False  # the decoder gave out what it held and takes no packet now
+        self._last_out: int | None = None  # pts of the last frame out of the decoder
+        self._pass_through: int | None = None  # after a drain: frames up to this pts were given out
         self._queue: collections.deque[av.VideoFrame] = collections.deque()  # decoded, not yet out
         self._ready: collections.deque[av.VideoFrame] = collections.deque()  # out, put back
         self._labels: list[int] = []  # heap of the queued frames' pts, when relabelling
@@ -323,8 +339,14 @@ class PyAVReader(VideoReader):
     def _decode_next(self, depth: int) -> av.VideoFrame | None:
         """The next decoded frame, once ``depth`` frames are decoded ahead (or the stream ends)."""
         while len(self._queue) < depth and not self._eof:
+            if depth == 1 and self._drain_pays():
+                self._drain()
+                if self._queue:
+                    break
+            if self._drained:
+                self._resume_after_drain()
             try:
-                packet = next(self._packets)
+                packet = self._next_packet()
             except StopIteration:
                 self._eof = True
                 break
@@ -342,10 +364,17 @@ class PyAVReader(VideoReader):
             except MemoryError:
                 raise
             except (av.error.InvalidDataError, av.error.FFmpegError, ValueError):
+                self._held = None
                 self._count_error()
                 continue
             self._consecutive_errors = 0
-            self._queue.extend(frames)
+            self._note_given(packet, frames)
+            if self._pass_through is not None:  # reading on after a drain: skip what it gave out
+                while frames and (frames[0].pts is None or frames[0].pts <= self._pass_through):
+                    frames.pop(0)
+                if frames:
+                    self._pass_through = None
+            self._take_out(frames)
             if self._relabel:
                 for f in frames:
                     if f.pts is not None:
@@ -356,6 +385,122 @@ class PyAVReader(VideoReader):
         """The frames one packet completes (an empty packet flushes the decoder): FFmpeg's
         decoder here; the nvdec backend sends the packet to the GPU's instead."""
         return packet.decode()
+
+    def _take_out(self, frames: list[av.VideoFrame]) -> None:
+        self._queue.extend(frames)
+        if frames and frames[-1].pts is not None:
+            self._last_out = frames[-1].pts
+
+    def _next_packet(self) -> av.Packet:
+        """The next packet: one demuxed to look ahead first, or what demuxing met there
+        (StopIteration at the end, a demux error), at the same place as reading on meets it."""
+        if self._ahead:
+            item = self._ahead.popleft()
+            if item is _END:
+                raise StopIteration
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        return next(self._packets)
+
+    def _note_given(self, packet: av.Packet, frames: list[av.VideoFrame]) -> None:
+        """Keep ``_held`` up to date: this packet's frame went in, ``frames`` came out."""
+        held = self._held
+        if held is None:
+            return
+        # A packet with no time, or one the decoder may drop unseen (skip_frame), makes what
+        # it holds unknown until it starts afresh.
+        if packet.pts is None or packet.size == 0 or (self._skipping and not packet.is_keyframe):
+            self._held = None
+            return
+        held.append(packet.pts)
+        for frame in frames:
+            if frame.pts not in held:
+                self._held = None
+                return
+            held.remove(frame.pts)
+
+    def _drain_pays(self) -> bool:
+        """Whether the frames the read still takes (``_last_frames``) are all held by the
+        decoder, and the read seeks (the decoder starts afresh) or ends after them: then a
+        drain gives them without decoding another packet. Frames come out in time order, so
+        every packet still to come must show later than the last of them (looked at ahead)."""
+        last, held = self._last_frames, self._held
+        if last is None or not held or not self._drains or self._drained or self._relabel:
+            return False
+        seconds = [self._pts_to_s(p) for p in sorted(held)]
+        wanted = [t for t in seconds if t >= last.start_s]
+        if len(wanted) < last.count or wanted[last.count - 1] >= last.end_s:
+            return False
+        final_s = wanted[last.count - 1]
+        if last.next_start_s is not None and not (self._seeks_to(final_s, last.next_start_s)
+                                                  and self._seek_starts_afresh(final_s, last.next_start_s)):
+            return False
+        return self._ahead_later_than(sorted(held)[len(seconds) - len(wanted) + last.count - 1])
+
+    def _ahead_later_than(self, pts: int) -> bool:
+        """Demux up to DRAIN_LOOKAHEAD_PACKETS ahead: whether each shows after ``pts``."""
+        while len(self._ahead) < DRAIN_LOOKAHEAD_PACKETS and not (
+                self._ahead and (self._ahead[-1] is _END or isinstance(self._ahead[-1], BaseException))):
+            try:
+                self._ahead.append(next(self._packets))
+            except StopIteration:
+                self._ahead.append(_END)
+            except Exception as e:  # noqa: BLE001 - met again, and handled, when reading on reaches it
+                self._ahead.append(e)
+        for item in self._ahead:
+            if item is _END:
+                return True
+            if isinstance(item, BaseException) or item.pts is None or item.size == 0 or item.pts <= pts:
+                return False
+        return True
+
+    def _drain(self) -> None:
+        """Take every frame the decoder holds (``_drain_pays`` said they are the next ones).
+        If others come out, none is kept: reading on then starts the decoder afresh
+        (``_resume_after_drain``), and this reader drains no more."""
+        held, self._held, self._drained = sorted(self._held or ()), [], True
+        try:
+            frames = self._stream.codec_context.decode(None)
+        except MemoryError:
+            raise
+        except (av.error.FFmpegError, ValueError):
+            frames = []
+        if [f.pts for f in frames] != held:
+            self._drains, self._held = False, None
+            return
+        self._take_out(frames)
+
+    def _resume_after_drain(self) -> None:
+        """Read on after a drain, where the read did not seek as expected (or the drain gave
+        other frames): restart the decoder at the keyframe before the last frame it gave out
+        and pass over the frames up to it, so the next frame is the one reading on would have
+        given. Those frames are not grabbed, so they are not counted."""
+        self._drained, self._ahead, self._held = False, collections.deque(), []
+        self._pass_through = self._last_out
+        try:
+            self._container.seek(int(self._last_out if self._last_out is not None else min(self._start_pts, 0)),
+                                 stream=self._stream, backward=True)
+        except av.error.FFmpegError:
+            self._eof = True  # cannot happen where the read was about to seek: give up the rest
+            self._count_error()
+        self._packets = self._container.demux(self._stream)
+
+    def _seek_starts_afresh(self, prev_s: float, t_s: float) -> bool:
+        """Whether ``_seek(t_s)``, after a frame at ``prev_s``, starts the decoder afresh (a
+        seek or a reopen) rather than leaving it to decode on."""
+        if t_s > prev_s + PTS_TOLERANCE_S:
+            if self._seeks_back:
+                return False
+            keyframe = self._keyframe_before_s(t_s)
+            if keyframe is not None and keyframe <= prev_s:
+                return False
+        if self._unseekable:
+            return t_s <= prev_s + PTS_TOLERANCE_S  # _rewind_if_behind reopens
+        return True
+
+    def _pts_to_s(self, pts: int) -> float:
+        return float((pts - self._start_pts) * self._time_base)
 
     def _skip_if_before_run(self, packet: av.Packet) -> None:
         """Let the decoder drop this packet's frame if nothing refers to it and it shows before

@@ -5,6 +5,7 @@
     pool.py       workers>=1: PoolEngine, the dispatcher over the decode workers
     processes.py  the parent's side of the decode worker processes
     worker.py     a decode worker's own loop
+    prestart.py   the first decode worker of `vqa score`, started before the command's imports
     messages.py   the typed tasks and messages between the two
     conclude.py   frames -> a record's counts, score, defects and warnings
     ray.py        RayScorer: the same records from actors on a Ray cluster

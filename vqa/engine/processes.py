@@ -17,6 +17,7 @@ from ..batch import RingSpec
 from ..codes import ErrorCode
 from ..errors import BackendUnavailable, UsageError, VQAError
 from ..preprocess import TRAINING, Geometry
+from . import prestart
 from .messages import Batch, Crashed, Done, Failed, Probed, Ready, TimedOut
 from .worker import EXIT_UNGUARDED_SCRIPT, UNGUARDED_MESSAGE, WORKER_NAME, worker_main
 
@@ -114,14 +115,21 @@ class WorkerPool:
         return [w.process.pid for w in self._workers]
 
     def _spawn(self, w: _Worker) -> None:
-        parent_end, child_end = self._ctx.Pipe()
         free = [s for s in w.slots if s not in self._parent_held]
-        w.process = self._ctx.Process(target=worker_main,
-                                      args=(child_end, self._spec, free, self._memory_mb, 1, self._geometry,
-                                            self._decoder),
-                                      daemon=True, name=WORKER_NAME)
-        w.process.start()
-        child_end.close()
+        settings = (self._spec, free, self._memory_mb, 1, self._geometry, self._decoder)
+        waiting = prestart.take(self._ctx)  # one the command started as it started, if any
+        if waiting is not None:
+            w.process, parent_end = waiting
+            try:
+                parent_end.send(settings)
+            except OSError:  # it died meanwhile: get() notices and replaces it, as any boot failure
+                pass
+        else:
+            parent_end, child_end = self._ctx.Pipe()
+            w.process = self._ctx.Process(target=worker_main, args=(child_end, *settings), daemon=True,
+                                          name=WORKER_NAME)
+            w.process.start()
+            child_end.close()
         w.conn, w.task_id, w.ready = parent_end, None, False
         w.started_s, w.deadline_s = time.monotonic(), time.monotonic() + BOOT_TIMEOUT_S
         w.blocked_since_s, w.blocked_total_s = None, 0.0

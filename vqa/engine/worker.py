@@ -21,7 +21,7 @@ import numpy as np
 
 from ..batch import RingSpec, RingWriter
 from ..codes import ErrorCode
-from ..decode import open_video, reader_class
+from ..decode import DEFAULT_BACKEND, open_video, reader_class
 from ..decode.base import KEYFRAME_SCAN_PACKETS, VideoReader
 from ..errors import BackendUnavailable, VQAError
 from ..limits import out_of_memory
@@ -31,6 +31,7 @@ from ..types import SamplePlan
 from .frames import batches
 from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeDecodeTask, ProbeTask, Ready
 
+WORKER_NAME = "vqa-decode"  # every decode worker's process name (vqa.engine.prestart names its own so)
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 # The exit status of a worker that found itself re-running the user's script: the script
 # made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).
@@ -40,7 +41,6 @@ UNGUARDED_MESSAGE = (
     "an `if __name__ == \"__main__\":` block: each worker is a spawned process that imports "
     "the script again, and there it would start workers of its own. Add the guard, or pass "
     "workers=0 to decode in this process")
-WORKER_NAME = "vqa-decode"
 
 
 def _parent_alive(parent: int = os.getppid()) -> bool:
@@ -169,6 +169,18 @@ def _address_space_mb() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def preload() -> None:
+    """Import what a worker of the default settings needs (a worker started before its
+    settings are known, vqa.engine.prestart): OpenCV and the default decoder. A decoder that
+    fails to import here is reported by ``worker_main``, for the decoder the settings name."""
+    import cv2  # noqa: F401 - imported now, used by the frame loop
+
+    try:
+        reader_class(DEFAULT_BACKEND)
+    except BackendUnavailable:
+        pass
 
 
 def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
