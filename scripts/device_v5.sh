@@ -71,14 +71,14 @@ for d in ('$T/p_tv', '$T/p_test'):
                 sys.exit(f'not staged: {d}/{e[k]}')
 import av, vmaf_torch  # noqa: F401
 print('staged')" || exit 3
-    limit=${LIMIT:-530}  # seconds: every step ends in time for the frame results to come back
+    limit=${LIMIT:-500}  # seconds: every step ends in time for the frame results to come back
     [ -n "${KEEP_DATA:-}" ] || rm -rf $T/data  # KEEP_DATA: a dry run's small sets, made beforehand
     rm -rf $T/t $T/cal $T/s $T/m_* $T/v5 $T/logs && mkdir -p $T/s $T/logs
     trap 'cp $T/data/*.json $T/logs/ 2>/dev/null; tar -cJf "$out/logs.tar.xz" -C $T logs' EXIT  # whatever happens
     # 1. Sets (all 15 cores): validation keeps model 3's plan (seed 20261201 + 1, KINDS), plus the
     # pair check (VAL_PAIRS, set aside from training); training is new clips (its own seed) in
     # model 5's mix (make_dataset.TRAIN_KINDS_V5, twins).
-    python3 $S/make_dataset.py --content $T/p_tv --out $T/data --val 400 --train ${CLIPS:-2600} \
+    python3 $S/make_dataset.py --content $T/p_tv --out $T/data --val 400 --train ${CLIPS:-2400} \
       --train-seed 20261205 --mix v5 --workers 15 --device ${DEVICE:-cuda} 2>&1 | tee $T/logs/data_log.txt
     took dataset
     # 2. Two fine-tunings from model 3 side by side on the GPU (peak learning rates 3e-4, model 4's

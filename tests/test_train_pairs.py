@@ -53,3 +53,7 @@ def test_the_pair_check_counts_noisy_halves_found_and_clean_halves_flagged():
     res = train.pair_check(np.concatenate(frames), {"clip": np.concatenate(owner)}, records)
     assert res["pairs_noisy_found"] == 0.5 and res["pairs_clean_flagged"] == 0.5
     assert res["pairs_ordered"] == 0.5 and res["pairs_windows"] == 2 and res["pair_check"] == 0.5
+    logit["pair_noisy"] = [3.0, 3.0]  # both found: finding counts twice
+    frames[3][:, train.NOISE] = 3.0
+    res = train.pair_check(np.concatenate(frames), {"clip": np.concatenate(owner)}, records)
+    assert res["pairs_noisy_found"] == 1.0 and abs(res["pair_check"] - 2.5 / 3) < 1e-9
