@@ -85,29 +85,34 @@ print('staged')" || exit 3
     # pick, and 1e-4), twins' pair loss on; each keeps its best epoch so far on disk and stops in
     # time for step 4. Meanwhile the cores make the test clips (the 543 of model 3's plan that
     # threshold_test.py keeps with 10 ladders) and the calibration clips (each given TEST_S
-    # seconds, whatever the training has left), then model 3 scores the test clips.
+    # seconds), then model 3 scores the test clips.
     deadline=$(( start + limit - ${SCORE_S:-75} ))
+    n=${PARTS:-5}
+    trainings=""
     for lr in 3e-4 1e-4; do
-      timeout $(until_ $deadline) python3 $S/train.py --data $T/data --out $T/m_$lr \
+      OMP_NUM_THREADS=2 timeout $(until_ $deadline) python3 $S/train.py --data $T/data --out $T/m_$lr \
         --epochs ${EPOCHS:-12} --lr $lr --pair-weight 0.5 --pair-margin 2.0 --init models/vqa-effl0.pt \
         > $T/logs/train_log_$lr.txt 2>&1 &
+      trainings="$trainings $!"
     done
-    (
-      timeout ${TEST_S:-110} python3 $S/threshold_test.py make --content $T/p_test --out $T/t \
-        --ladders 10 --workers 9 --device ${DEVICE:-cuda} > $T/logs/make_test.txt 2>&1 &
-      timeout ${TEST_S:-110} python3 $S/calibrate.py --content $T/p_tv --clips 400 --real --cache $T/cal \
-        --make-only --workers 5 > $T/logs/make_cal.txt 2>&1 &
-      wait || true
-      n=${PARTS:-5}
+    timeout ${TEST_S:-130} python3 $S/threshold_test.py make --content $T/p_test --out $T/t \
+      --ladders 10 --workers 9 --device ${DEVICE:-cuda} > $T/logs/make_test.txt 2>&1 &
+    made_test=$!
+    timeout ${TEST_S:-130} python3 $S/calibrate.py --content $T/p_tv --clips 400 --real --cache $T/cal \
+      --make-only --workers 5 > $T/logs/make_cal.txt 2>&1 &
+    made_cal=$!
+    score() {  # score MODEL_DIR NAME ARGS...: frame results in n parts side by side, in the background
+      local dir=$1 name=$2; shift 2
       for k in $(seq 0 $((n - 1))); do
-        timeout $(until_ $(( deadline + 30 ))) python3 $S/threshold_test.py score --data $T/t \
-          --model-dir models --backend pytorch --workers 1 --cores 1 --shard $k/$n \
-          --frames $T/s/v3_test_$k.pkl > $T/s/v3_test_$k.txt 2>&1 &
+        timeout $(until_ $(( start + limit - 10 ))) python3 $S/threshold_test.py score "$@" --model-dir $dir \
+          --backend pytorch --workers 1 --cores 1 --shard $k/$n --frames $T/s/${name}_$k.pkl > $T/s/${name}_$k.txt 2>&1 &
       done
-      wait || true
-    ) &
-    wait || true
-    took "training, test clips, model 3 scored"
+    }
+    wait $made_test || true
+    took "test clips"
+    score models v3_test --data $T/t
+    wait $trainings || true
+    took training
     # 3. Validation alone picks (train.py's selection: SRCC + macro-F1 + half the pair check).
     best=$(python3 -c "
 import json
@@ -122,17 +127,13 @@ print(max(m, key=lambda lr: m[lr]['selection']) if m else '')")
       --decision-from models/vqa.json > /dev/null
     for lr in 3e-4 1e-4; do cp $T/m_$lr/val_metrics.json $T/logs/val_metrics_$lr.json || true; done
     cp $T/v5/vqa-effl0.pt "$out/weights_$best.pt"
-    # 4. Model 5's frame results on the test clips and the calibration clips, in parts side by side.
-    n=${PARTS:-5}
-    left=$(until_ $(( start + limit - 10 )))
-    for k in $(seq 0 $((n - 1))); do
-      timeout $left python3 $S/threshold_test.py score --data $T/t --model-dir $T/v5 --backend pytorch --workers 1 \
-        --cores 1 --shard $k/$n --frames $T/s/v5_test_$k.pkl > $T/s/v5_test_$k.txt 2>&1 &
-      timeout $left python3 $S/threshold_test.py score --clips $T/cal --model-dir $T/v5 --backend pytorch --workers 1 \
-        --cores 1 --shard $k/$n --frames $T/s/v5_cal_$k.pkl > $T/s/v5_cal_$k.txt 2>&1 &
-    done
+    # 4. Model 5's frame results on the test clips and (once made) the calibration clips.
+    score $T/v5 v5_test --data $T/t
+    wait $made_cal || true
+    took "calibration clips"
+    score $T/v5 v5_cal --clips $T/cal
     wait || true
-    took scoring
+    took "both models scored"
     cp $T/t/test.jsonl $T/s/ || true
     cp $T/cal/labels.json $T/s/ || true
     # Files come back at most 16 MiB each: the frame results travel in parts
