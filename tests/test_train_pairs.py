@@ -57,3 +57,14 @@ def test_the_pair_check_counts_noisy_halves_found_and_clean_halves_flagged():
     frames[3][:, train.NOISE] = 3.0
     res = train.pair_check(np.concatenate(frames), {"clip": np.concatenate(owner)}, records)
     assert res["pairs_noisy_found"] == 1.0 and abs(res["pair_check"] - 2.5 / 3) < 1e-9
+
+
+def test_the_test_plan_splits_into_the_sources_as_they_are_and_the_rest():
+    import threshold_test as tt
+    specs = [{"seed": 1, "ladder": ["clean", 0]}, {"seed": 2, "real": "clean"}, {"seed": 3},
+             {"seed": 4, "real": "pair_noisy"}, {"seed": 4, "real": "pair_clean"}]
+    real = tt.subset(specs, real_only=True)
+    assert [s["seed"] for s in real] == [4, 4, 2]  # the PolyU halves first
+    rest = tt.subset(specs, no_real=True)
+    assert [s["seed"] for s in rest] == [1, 3]
+    assert tt.subset(specs) == specs
