@@ -61,6 +61,22 @@ KINDS = (("clean", .10), ("compression", .19), ("blur", .07), ("noise", .13), ("
 TRAIN_KINDS = (("clean", .12), ("texture", .06), ("pairclean", .03), ("compression", .17), ("blur", .06),
                ("noise", .12), ("realnoise", .04), ("scale", .08), ("exposure", .08), ("shake", .05),
                ("focus", .05), ("smear", .05), ("mix", .09))
+# Model 5's training mix: model 4's, less the lone PolyU clean halves that pushed the noise head
+# down on real camera noise too. ``pairboth``: a PolyU crop made twice, its clean mean and its
+# noisy shot, the same window panned the same way (two clips, one after the other: train.py
+# keeps such twins in one batch, view for view, and asks the noisy one's noise logit to stand
+# above its clean twin's, so the head learns the difference, not "PolyU crops are clean");
+# ``realnoise`` twice model 4's share. Train pairs in VAL_PAIRS are never drawn: validation's
+# pair check (pair_check_specs) is made from them.
+TRAIN_KINDS_V5 = (("clean", .11), ("texture", .05), ("pairboth", .04), ("realnoise", .06), ("compression", .17),
+                  ("blur", .06), ("noise", .12), ("scale", .07), ("exposure", .07), ("shake", .05), ("focus", .05),
+                  ("smear", .05), ("mix", .10))
+# Train-split PolyU scenes set aside for validation's pair check (three cameras; low ISO too, as
+# the test's Canon 600D toy crops at ISO 1600 that model 4 missed): whole scenes, so no window
+# of a checked scene is trained on. Validation's own PolyU pairs are one scene of one camera.
+VAL_PAIRS = ("polyu_pairs/Sony_4-5_125_1600_toy_", "polyu_pairs/Canon80D_8_8_12800_printer_",
+             "polyu_pairs/NikonD800_4-5_160_1800_classroom_")
+PAIR_CHECK_WINDOWS = 4  # windows per set-aside pair, each made as its clean and its noisy half
 TEXTURE_SHARE = 1 / 3  # of the stills: the finest-textured ones a ``texture`` clip draws from
 MIX_PARTS = ("blur", "noise", "scale", "exposure", "shake", "focus", "smear")
 CODEC_MIX = (("h264", .55), ("hevc", .15), ("vp9", .12), ("av1", .10), ("mpeg4", .08))
@@ -144,10 +160,13 @@ def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int =
     ``kinds``: the mix (KINDS, or TRAIN_KINDS with ``fine``, the stills ``textured`` found)."""
     pairs = [i for i, s in enumerate(sizes) if s[2] == "pair"]
     kind = synth._pick(rng, kinds)
-    if kind in ("realnoise", "pairclean") and not pairs:
+    if kind in ("realnoise", "pairclean", "pairboth") and not pairs:
         kind = "noise" if kind == "realnoise" else "clean"
     if kind == "texture" and not fine:
         kind = "clean"
+    twin = kind == "pairboth"
+    if twin:  # the noisy half is drawn here; plan_split adds its clean twin (twins)
+        kind = "realnoise"
     if kind in ("realnoise", "pairclean"):  # a real noisy crop (or its clean mean), panned by whole pixels
         k = int(pairs[rng.integers(len(pairs))])
         side = int(rng.choice([384, 448, 480]))
@@ -156,6 +175,8 @@ def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int =
                 "pair": True}
         if kind == "pairclean":
             spec["pair_clean"] = True
+        if twin:
+            spec["twin"] = "noisy"
     elif kind == "texture":
         spec = draw_reference(rng, sizes, seed, frames=frames, source=int(fine[rng.integers(len(fine))]))
     else:
@@ -198,6 +219,46 @@ def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int =
     if kind == "smear":
         spec["quality"] = float(rng.uniform(0.25, 0.55))
     return spec
+
+
+def twins(specs: list[dict]) -> list[dict]:
+    """Each ``pairboth`` draw (a spec with ``twin``) followed by its clean twin: the same spec,
+    seed, window and codec, the PolyU pair's clean mean in place of its noisy shot."""
+    out = []
+    for s in specs:
+        out.append(s)
+        if s.get("twin") == "noisy":
+            out.append({**s, "kind": "clean", "pair_clean": True, "drawn": "pairclean", "twin": "clean"})
+    return out
+
+
+def partners(specs: list[dict]) -> np.ndarray:
+    """Per clip, the index of its twin (twins), or -1."""
+    out = np.full(len(specs), -1, np.int32)
+    for i, s in enumerate(specs):
+        if s.get("twin") == "noisy" and i + 1 < len(specs) and specs[i + 1].get("twin") == "clean" \
+                and specs[i + 1]["seed"] == s["seed"]:
+            out[i], out[i + 1] = i + 1, i
+    return out
+
+
+def pair_check_specs(sizes: list, ids: list[str], seed: int, windows: int = PAIR_CHECK_WINDOWS) -> list[dict]:
+    """Validation's pair check: each set-aside PolyU pair (``ids``, the sources' ids; VAL_PAIRS)
+    in ``windows`` windows, each as its clean half and its noisy half, the way the test's real
+    pairs are made (H.264, high quality), so a model that stops finding real noise shows it."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for k, (_, _, kind) in enumerate(sizes):
+        if kind != "pair" or not ids[k].startswith(VAL_PAIRS):
+            continue
+        for w in range(windows):
+            side = int(rng.choice([384, 448, 480]))
+            base = {"seed": seed * 1_000_003 + 600_000 + k * 16 + w, "frames": FRAMES, "fps": 25, "source": k,
+                    "width": side, "height": side, "crop_short": 0.0, "pair": True, "codec": "h264",
+                    "quality": float(rng.uniform(0.8, 1.0))}
+            specs += [{**base, "kind": "clean", "pair_clean": True, "real": "pair_clean"},
+                      {**base, "kind": "realnoise", "real": "pair_noisy"}]
+    return specs
 
 
 def ladder_specs(base: dict) -> list[dict]:
@@ -425,22 +486,25 @@ def make_clip(job: tuple[dict, str]) -> dict:
     return out
 
 
-def generate(root: Path, split: str, specs: list[dict], workers: int, device: str, out: Path) -> None:
-    """Make every clip of ``specs`` and write the split."""
+def generate(root: Path, split: str, specs: list[dict], workers: int, device: str, out: Path, *,
+             name: str | None = None, views_as: str | None = None) -> None:
+    """Make every clip of ``specs`` (sources from the content's ``split``) and write the set
+    ``name`` (default: the split's), its views made as ``views_as``'s are (default: the split's)."""
     sources = load_content(root, split)
+    name, views_as = name or split, views_as or split
     views, fvmaf, owner, records = [], [], [], []
-    clips_dir = out / f"{split}_clips"
+    clips_dir = out / f"{name}_clips"
     t0 = time.time()
     ctx = mp.get_context("spawn")
     with ctx.Pool(workers, initializer=_init, initargs=(root, sources, device)) as pool:
-        for k, r in enumerate(pool.imap(make_clip, [(s, split) for s in specs], chunksize=1)):
+        for k, r in enumerate(pool.imap(make_clip, [(s, views_as) for s in specs], chunksize=1)):
             rec = {"clip": k, "spec": r["spec"], "vmaf": r["vmaf"], "vmaf_codec": r["vmaf_codec"],
                    "target": r["target"], "sigma_eff": r["sigma_eff"],
                    "labels": dict(zip(MODEL_DEFECTS, r["labels"])),
                    "source": "graphics" if r["spec"]["source"] == "graphics" else sources[r["spec"]["source"]]["id"]}
-            if split == "test":
+            if views_as == "test":
                 clips_dir.mkdir(parents=True, exist_ok=True)
-                rec["file"] = f"{split}_{k:04d}.{synth.CODECS[r['spec']['codec']][0]}"
+                rec["file"] = f"{name}_{k:04d}.{synth.CODECS[r['spec']['codec']][0]}"
                 rec["frame_vmaf"] = np.round(r["frame_vmaf"], 3).tolist()
                 (clips_dir / rec["file"]).write_bytes(r["bytes"])
             else:
@@ -451,14 +515,14 @@ def generate(root: Path, split: str, specs: list[dict], workers: int, device: st
                 rec["vmaf_pristine"] = r["vmaf_pristine"]
             records.append(rec)
             if k % 200 == 0:
-                print(f"{split}: {k}/{len(specs)} clips, {time.time() - t0:.0f} s", flush=True)
-    if split != "test":
+                print(f"{name}: {k}/{len(specs)} clips, {time.time() - t0:.0f} s", flush=True)
+    if views_as != "test":
         labels = np.array([[rec["labels"][d] for d in MODEL_DEFECTS] for rec in records], np.int8)
-        np.savez(out / f"{split}.npz", views=np.concatenate(views), frame_vmaf=np.concatenate(fvmaf),
+        np.savez(out / f"{name}.npz", views=np.concatenate(views), frame_vmaf=np.concatenate(fvmaf),
                  clip=np.concatenate(owner), clip_vmaf=np.array([r["target"] for r in records], np.float32),
-                 clip_labels=labels)
-    (out / f"{split}.json").write_text(json.dumps(records, indent=0))
-    print(f"{split}: {len(specs)} clips in {time.time() - t0:.0f} s", flush=True)
+                 clip_labels=labels, partner=partners(specs))
+    (out / f"{name}.json").write_text(json.dumps(records, indent=0))
+    print(f"{name}: {len(specs)} clips in {time.time() - t0:.0f} s", flush=True)
 
 
 def real_specs(sizes: list, seed: int) -> list[dict]:
@@ -482,12 +546,15 @@ def real_specs(sizes: list, seed: int) -> list[dict]:
 
 
 def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real: bool = False,
-               kinds: tuple = KINDS) -> list[dict]:
+               kinds: tuple = KINDS, hold: tuple[str, ...] = ()) -> list[dict]:
     """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips
-    drawn from the mix ``kinds``, then (``real``) every source once as it is (real_specs)."""
+    drawn from the mix ``kinds`` (a ``pairboth`` draw followed by its clean twin: twins), then
+    (``real``) every source once as it is (real_specs). Sources whose id starts with one of
+    ``hold`` are never drawn (VAL_PAIRS: validation's pair check is made from them)."""
     sources = load_content(root, split)
     fine = textured(root, sources) if any(k == "texture" for k, _ in kinds) else None
-    sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
+    sizes = [(e["width"], e["height"], "held" if hold and e["id"].startswith(hold) else e["kind"])
+             for e in sources]
     rng = np.random.default_rng(seed)
     specs = []
     for i in range(ladders):
@@ -495,7 +562,7 @@ def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real
         if base["source"] == "graphics":  # ladders are for natural content; graphics come in the random part
             base = draw_reference(rng, sizes, seed * 1_000_003 + 700_000 + i)
         specs += ladder_specs(base)
-    specs += [draw_spec(rng, sizes, seed * 1_000_003 + i, kinds=kinds, fine=fine) for i in range(n)]
+    specs += twins([draw_spec(rng, sizes, seed * 1_000_003 + i, kinds=kinds, fine=fine) for i in range(n)])
     if real:
         specs += real_specs(sizes, seed)
     if split == "test":  # largest first, so slow 4K clips do not finish last on one worker
@@ -516,18 +583,27 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--train-seed", type=int, default=None,
                     help="the training split's own seed (default: --seed); validation and test keep --seed's")
-    ap.add_argument("--mix", choices=("v3", "v4"), default="v4",
-                    help="the training split's mix: KINDS (model 3) or TRAIN_KINDS (model 4)")
+    ap.add_argument("--mix", choices=("v3", "v4", "v5"), default="v4",
+                    help="the training split's mix: KINDS (model 3), TRAIN_KINDS (model 4) or TRAIN_KINDS_V5 "
+                         "(model 5: PolyU twins, VAL_PAIRS set aside for validation's pair check)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     train_seed = a.seed if a.train_seed is None else a.train_seed
+    v5 = a.mix == "v5"
+    if v5 and a.val and not (a.out / "valpairs.json").exists():
+        # Validation's pair check: the set-aside train pairs (VAL_PAIRS), views made as validation's.
+        sources = load_content(a.content, "train")
+        sizes = [(e["width"], e["height"], e["kind"]) for e in sources]
+        generate(a.content, "train", pair_check_specs(sizes, [e["id"] for e in sources], a.seed + 5),
+                 a.workers, a.device, a.out, name="valpairs", views_as="val")
     for split, n, ladders, seed in (("val", a.val, 0, a.seed + 1), ("test", a.test, a.test_ladders, a.seed + 2),
                                     ("train", a.train, 0, train_seed)):
         if n + ladders == 0 or (a.out / f"{split}.json").exists():
             continue  # nothing asked, or made by an earlier, interrupted run with the same arguments
-        kinds = TRAIN_KINDS if split == "train" and a.mix == "v4" else KINDS
-        generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test", kinds=kinds),
-                 a.workers, a.device, a.out)
+        kinds = {"v4": TRAIN_KINDS, "v5": TRAIN_KINDS_V5}.get(a.mix, KINDS) if split == "train" else KINDS
+        hold = VAL_PAIRS if split == "train" and v5 else ()
+        generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test", kinds=kinds,
+                                              hold=hold), a.workers, a.device, a.out)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,17 @@ def plan(content: Path, ladders: int) -> list[dict]:
     return real + rand + ladder
 
 
+def subset(specs: list[dict], *, real_only: bool = False, no_real: bool = False) -> list[dict]:
+    """``real_only``: every test source as it is, the PolyU pairs' halves first (the quickest
+    check of real noise); ``no_real``: the random clips and the ladders alone (the sources as
+    they are made elsewhere, with ``real_only``)."""
+    if no_real:
+        specs = [s for s in specs if "real" not in s]
+    if real_only:
+        specs = sorted((s for s in specs if "real" in s), key=lambda s: not s["real"].startswith("pair"))
+    return specs
+
+
 def make(a) -> None:
     """Make the clips with make_dataset.make_clip (VMAF labels on the CPU), one record a line in
     ``test.jsonl`` as each finishes: a run stopped early keeps what it made, and resumes."""
@@ -72,6 +83,7 @@ def make(a) -> None:
     if a.random is not None:
         rand = [s for s in specs if "real" not in s and "ladder" not in s][a.random:]
         specs = [s for s in specs if not any(s is r for r in rand)]
+    specs = subset(specs, real_only=a.real_only, no_real=a.no_real)
     out = a.out / "test_clips"
     out.mkdir(parents=True, exist_ok=True)
     index = a.out / "test.jsonl"
@@ -243,6 +255,9 @@ def main() -> None:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--ladders", type=int, default=0, help="keep the first N of the 30 ladders")
     m.add_argument("--random", type=int, default=None, help="keep the first N of the 200 random clips")
+    m.add_argument("--no-real", action="store_true", help="leave out the test sources as they are")
+    m.add_argument("--real-only", action="store_true",
+                   help="only every test source as it is, the PolyU pairs' halves first (no random clips, no ladders)")
     m.add_argument("--workers", type=int, default=2)
     m.add_argument("--device", default="cpu", help="where vmaf-torch runs (cuda on the GPU machine)")
     s = sub.add_parser("score")

@@ -160,3 +160,50 @@ def test_the_default_mix_draws_what_model_3_was_trained_validated_and_tested_on(
     text = json.dumps([{k: r(v) for k, v in s.items()} for s in specs], sort_keys=True)
     assert hashlib.sha256(text.encode()).hexdigest() == \
         "6b219576b9d996f353166c1b848e3ef7d0fd96e95c71f86a25720b952e0dfe3d"
+
+
+def test_model_5_mix_pairs_every_polyu_clean_half_with_its_noisy_half_and_doubles_real_noise():
+    share = dict(md.TRAIN_KINDS_V5)
+    assert abs(sum(share.values()) - 1) < 1e-9
+    assert "pairclean" not in share and share["pairboth"] > 0
+    assert share["realnoise"] >= 1.5 * dict(md.TRAIN_KINDS)["realnoise"]
+
+
+def test_twins_are_one_crop_made_clean_and_noisy_one_after_the_other():
+    sizes = [(800, 600, "still"), (512, 512, "pair"), (512, 512, "pair")]
+    rng = np.random.default_rng(3)
+    specs = md.twins([md.draw_spec(rng, sizes, i, kinds=md.TRAIN_KINDS_V5, fine=[0]) for i in range(300)])
+    mate = md.partners(specs)
+    noisy = [i for i, s in enumerate(specs) if s.get("twin") == "noisy"]
+    assert noisy and (mate >= 0).sum() == 2 * len(noisy)
+    for i in noisy:
+        a, b = specs[i], specs[i + 1]
+        assert mate[i] == i + 1 and mate[i + 1] == i
+        assert a["kind"] == "realnoise" and not a.get("pair_clean")
+        assert b["kind"] == "clean" and b["pair_clean"] and b["drawn"] == "pairclean"
+        same = ("seed", "source", "width", "height", "codec", "quality", "fps", "frames")
+        assert all(a[k] == b[k] for k in same)  # one window, one codec: only the noise differs
+        x = np.full((4, 32, 32, 3), 120, np.uint8)
+        assert md.defect_labels(b, x, vmaf_codec=95.0, sigma_eff=0.0)[1] == 0
+        assert md.defect_labels(a, x, vmaf_codec=95.0, sigma_eff=3.0)[1] == 1
+    assert all(m == -1 for i, m in enumerate(mate) if i not in noisy and i - 1 not in noisy)
+    plain = [md.draw_spec(rng, sizes, i) for i in range(50)]  # the default mix has no twins
+    assert md.twins(plain) == plain and (md.partners(plain) == -1).all()
+
+
+def test_pairs_set_aside_for_validation_are_never_drawn_for_training(tmp_path):
+    import cv2
+    cv2.imwrite(str(tmp_path / "a.png"), np.random.default_rng(0).integers(0, 255, (300, 400, 3)).astype(np.uint8))
+    held = md.VAL_PAIRS[0] + "1"
+    pair = {"split": "train", "kind": "pair", "width": 512, "height": 512}
+    entries = [{"id": "still/a", "split": "train", "kind": "still", "file": "a.png", "width": 400, "height": 300},
+               {**pair, "id": "polyu_pairs/Other_1", "file": "p.jpg"}, {**pair, "id": held, "file": "h.jpg"}]
+    (tmp_path / "content.json").write_text(json.dumps(entries))
+    specs = md.plan_split(tmp_path, "train", 400, 7, kinds=md.TRAIN_KINDS_V5, hold=md.VAL_PAIRS)
+    assert any(s.get("pair") for s in specs)
+    assert all(s["source"] != 2 for s in specs) and all(s.get("real_noise", [0])[0] != 2 for s in specs)
+    ids = [e["id"] for e in entries]
+    check = md.pair_check_specs([(e["width"], e["height"], e["kind"]) for e in entries], ids, 9)
+    assert len(check) == 2 * md.PAIR_CHECK_WINDOWS and {s["source"] for s in check} == {2}
+    for clean, noisy in zip(check[::2], check[1::2]):
+        assert (clean["real"], noisy["real"]) == ("pair_clean", "pair_noisy") and clean["seed"] == noisy["seed"]
