@@ -210,7 +210,7 @@ class ScoreOptions:
         show_default=True,
         help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
              "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
-             "(cuda only) is float16 autocast over the fp32 weights. auto: fp16 on cuda, fp32 "
+             "(cuda only) runs the fp32 weights cast to float16. auto: fp16 on cuda, fp32 "
              "elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,

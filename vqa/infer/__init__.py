@@ -17,7 +17,7 @@ BACKENDS: dict[str, tuple[str, str, str, dict[str, tuple[str, ...]]]] = {
     "openvino": ("vqa.infer.openvino", "OpenVINOInferencer", "openvino",
                  {"fp32": ("openvino_xml", "openvino_bin"), "int8": ("openvino_int8_xml", "openvino_int8_bin")}),
     "pytorch": ("vqa.infer.pytorch", "PyTorchInferencer", "torch", {"fp32": ("pytorch",)}),
-    # fp16 is autocast over the same float32 weights, so both precisions hash the same file.
+    # fp16 casts the same float32 weights when it loads them, so both precisions hash one file.
     "cuda": ("vqa.infer.cuda", "CUDAInferencer", "torch", {"fp32": ("pytorch",), "fp16": ("pytorch",)}),
 }
 # Backends that need a device besides their package: not test requirements, and "auto" or
