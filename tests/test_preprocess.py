@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vqa.preprocess import GRID, PATCH, TRAINING, VIEW, WORK_SHORT_SIDE, fragments, working_scale
+from vqa.preprocess import GRID, PATCH, THUMB, TRAINING, VIEW, WORK_SHORT_SIDE, fragments, frame_stats, working_scale
 
 
 def picture(width: int, height: int) -> np.ndarray:
@@ -79,3 +79,18 @@ def test_the_view_is_the_one_a_resize_per_patch_gives(height, width):
     rgb = cv2.GaussianBlur(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), (5, 5), 1.5)
     for offsets in (None, rng.uniform(0, 1, (GRID, GRID, 2))):
         assert np.array_equal(fragments(rgb, offsets), fragments_one_patch_at_a_time(rgb, offsets))
+
+
+@pytest.mark.parametrize("height, width", [(720, 1280), (1078, 1918), (97, 131), (1, 5), (5, 1), (3, 3)])
+def test_frame_stats_are_those_of_the_subsampled_frame(height, width):
+    # frame_stats makes every fourth row grey and keeps every fourth pixel of it (issue 20):
+    # the same numbers as making grey the frame subsampled first, the rule the thresholds
+    # were chosen with; also for a view that is not contiguous (a crop, a rotated frame).
+    rng = np.random.default_rng(height + width)
+    big = rng.integers(0, 256, (height + 2, width + 3, 3), dtype=np.uint8)
+    for rgb in (np.ascontiguousarray(big[1:-1, 2:-1]), big[1:-1, 2:-1], np.rot90(big)[:width, :height]):
+        grey = cv2.cvtColor(np.ascontiguousarray(rgb[::4, ::4]), cv2.COLOR_RGB2GRAY)
+        stats = frame_stats(rgb)
+        assert stats.luma_mean == pytest.approx(float(grey.mean()), abs=1e-9)
+        assert stats.luma_p98 == float(np.percentile(grey, 98, method="inverted_cdf"))
+        assert np.array_equal(stats.thumb, cv2.resize(grey, THUMB, interpolation=cv2.INTER_AREA))
