@@ -12,6 +12,9 @@
 #             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (120 clips, 2 rounds);
 #             every frame openvino:fp32 / cuda:fp32 in turns (30 clips, 2 rounds); the CPU worker
 #             sweep 1, 2, 4, 8, 15 (openvino, 32 clips, 2 rounds); a cuda sweep 4, 8, 12 (60 clips, 1 round)
+#     speed   the same folders, fewer rows: default plan openvino fp32 / int8 / cuda fp16 (120 clips),
+#             every frame openvino fp32 / cuda fp16 (30), workers 1, 8, 10 for both CPU precisions
+#             (32) and 1, 8, 15, 16 for cuda (60), 2 rounds each: speed_*.json
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
 # run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
@@ -271,6 +274,42 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
     --backend openvino:fp32 --backend openvino:int8 $cuda --decoder pyav --decoder nvdec
 }
 
+speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED speed: stage .whl/av and .whl/ov first"; return 0; }
+  local cuda="" size length key n w sweep=()
+  gpu_here && cuda="--backend cuda:${SPEED_PRECISION:-fp16}"
+  IFS=, read -r size length key <<< "$CLIP_SPEC"
+  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
+    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
+    step make_clips 30 120 "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
+            length_s=$length, keyframe_s=$key)"
+  fi
+  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"; do
+    if [ ! -d "/tmp/vqa_f$n" ]; then
+      mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
+    fi
+  done
+  # shellcheck disable=SC2086
+  bench speed_default 60 130 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend openvino:int8 $cuda
+  # shellcheck disable=SC2086
+  bench speed_all 50 110 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 $cuda
+  for w in ${SPEED_SWEEP_CPU:-1 8 10}; do sweep+=(--workers "$w"); done
+  bench speed_sweep_cpu 80 150 "/tmp/vqa_f$N_CLIPS_SWEEP" --frames default --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend openvino:int8 "${sweep[@]}"
+  if [ -n "$cuda" ]; then
+    sweep=()
+    for w in ${SPEED_SWEEP_CUDA:-1 8 15 16}; do sweep+=(--workers "$w"); done
+    # shellcheck disable=SC2086
+    bench speed_sweep_cuda 40 110 "/tmp/vqa_f$N_CLIPS_CUDA_SWEEP" --frames default --rounds "${ROUNDS:-2}" $cuda \
+      "${sweep[@]}"
+  fi
+}
+
 summary() {  # the numbers to read first, from the JSON files of this call
   "$PY" - "$OUT" <<'EOF'
 import json, pathlib, sys
@@ -294,7 +333,7 @@ if (out / "records.json").exists():
               f"vs {r.get('reference')} {row.get('vs_reference')} agrees={row.get('agrees')} scores={row['scores']}")
 if (out / "nvdec_check.json").exists():
     print("nvdec_check:", json.dumps(load("nvdec_check.json"), indent=1)[:3000])
-for path in sorted(out.glob("*folder_*.json")):
+for path in sorted([*out.glob("*folder_*.json"), *out.glob("speed_*.json")]):
     f = load(path.name).get("folder")
     if not f:
         print(path.name, "has no result")
@@ -326,8 +365,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder; pack runs here)" >&2; return 2 ;;
+      stage|check|folder|nvdec|nvfolder|speed) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed; pack runs here)" >&2; return 2 ;;
     esac
   done
   for phase in "$@"; do
@@ -338,6 +377,7 @@ main() {
       folder) folder ;;
       nvdec) nvdec ;;
       nvfolder) nvfolder ;;
+      speed) speed ;;
     esac
   done
   echo "=== summary"
