@@ -126,16 +126,16 @@ def test_a_torch_that_does_not_import_is_backend_unavailable_naming_torch(monkey
 
 
 def test_on_a_gpu_the_decode_workers_take_the_cores_inference_leaves():
-    """Inference on the GPU needs one CPU thread (copies in, outputs out): auto gives every
-    other core to decoding, and the starving-split warning judges against that plan."""
+    """Inference on the GPU needs one CPU thread (copies in, outputs out) that mostly waits:
+    auto gives every core to decoding, and the starving-split warning judges against that plan."""
     from vqa.config import ScoreOptions
 
     gpu, cpu = ScoreOptions(backend="cuda").resolve(cores=16), ScoreOptions(backend="openvino").resolve(cores=16)
-    assert (gpu.workers, gpu.threads) == (15, 1)
+    assert (gpu.workers, gpu.threads) == (16, 1)
     assert (cpu.workers, cpu.threads) == (8, 8)
     assert ScoreOptions(backend="cuda", workers=15).resolve(cores=16).split_warning is None
     warning = ScoreOptions(backend="cuda", workers=4).resolve(cores=16).split_warning
-    assert warning is not None and "auto would use --workers 15 --threads 1" in warning
+    assert warning is not None and "auto would use --workers 16 --threads 1" in warning
     assert ScoreOptions(backend="cuda", threads=4).resolve(cores=16).workers == 12  # what the caller sets is kept
 
 
