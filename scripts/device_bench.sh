@@ -276,6 +276,7 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
 
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
   "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED speed: stage .whl/av and .whl/ov first"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
   local cuda="" size length key n w sweep=()
   gpu_here && cuda="--backend cuda:${SPEED_PRECISION:-fp16}"
   IFS=, read -r size length key <<< "$CLIP_SPEC"
@@ -299,9 +300,9 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
   bench speed_all 50 110 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 $cuda
   for w in ${SPEED_SWEEP_CPU:-1 8 10}; do sweep+=(--workers "$w"); done
-  bench speed_sweep_cpu 80 150 "/tmp/vqa_f$N_CLIPS_SWEEP" --frames default --rounds "${ROUNDS:-2}" \
+  bench speed_sweep_cpu 80 "${SPEED_SWEEP_MAX_S:-150}" "/tmp/vqa_f$N_CLIPS_SWEEP" --frames default --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 --backend openvino:int8 "${sweep[@]}"
-  if [ -n "$cuda" ]; then
+  if [ -n "$cuda" ] && [ "${SPEED_SWEEP_CUDA:-}" != none ]; then
     sweep=()
     for w in ${SPEED_SWEEP_CUDA:-1 8 15 16}; do sweep+=(--workers "$w"); done
     # shellcheck disable=SC2086
