@@ -15,6 +15,8 @@
 #     speed   the same folders, fewer rows: default plan openvino fp32 / int8 / cuda fp16 (120 clips),
 #             every frame openvino fp32 / cuda fp16 (30), workers 1, 8, 10 for both CPU precisions
 #             (32) and 1, 8, 15, 16 for cuda (60), 2 rounds each: speed_*.json
+#     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
+#             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
 # run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
@@ -82,6 +84,10 @@ pack() {
   fi
   (cd "$here" && git archive HEAD vqa tests scripts pyproject.toml setup.cfg) | xz -6 > "$main/.device_bench/code.tar.xz"
   (cd "$here" && git rev-parse HEAD) > "$main/.device_bench/COMMIT"
+  rm -f "$main/.device_bench/old_code.tar.xz"
+  if [ -n "${AB_OLD:-}" ]; then  # the code the ab phase measures against
+    (cd "$here" && git archive "$AB_OLD" vqa) | xz -6 > "$main/.device_bench/old_code.tar.xz"
+  fi
   cp "$here/scripts/device_bench.sh" "$main/.device_bench/device_bench.sh"
   local tree
   tree=$(cd "$main" && git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
@@ -311,6 +317,58 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
   fi
 }
 
+ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
+  # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
+  # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
+  "$PY" -c "import av" 2>/dev/null || { echo "== SKIPPED ab: stage .whl/av first"; return 0; }
+  [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED ab: no .device_bench/old_code.tar.xz"; return 0; }
+  rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
+  local size length key r which plan folder backend=${AB_BACKEND:-cuda:fp16}
+  IFS=, read -r size length key <<< "$CLIP_SPEC"
+  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
+    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
+    step make_clips 30 120 "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
+            length_s=$length, keyframe_s=$key)"
+  fi
+  if [ ! -d "/tmp/vqa_f$N_CLIPS_ALL" ]; then
+    mkdir -p "/tmp/vqa_f$N_CLIPS_ALL" && ls /tmp/vqa_f | sort | head -n "$N_CLIPS_ALL" | while read -r f; do
+      ln "/tmp/vqa_f/$f" "/tmp/vqa_f$N_CLIPS_ALL/$f"; done
+  fi
+  for r in $(seq 1 "${AB_ROUNDS:-2}"); do
+    for plan in all default; do
+      folder=/tmp/vqa_f; [ "$plan" = all ] && folder=/tmp/vqa_f$N_CLIPS_ALL
+      for which in old new; do
+        local path=$SITE:$PWD
+        [ "$which" = old ] && path=$SITE:/tmp/old_code
+        step "ab_${which}_${plan}_$r" 20 90 sh -c 'exec "$@" > "$0"' "$OUT/ab_${which}_${plan}_$r.json" \
+          env PYTHONPATH="$path" "$PY" -m vqa.cli bench "$folder" --study folder --json --frames "$plan" --no-sweep \
+          --rounds 1 --backend "$backend"
+      done
+    done
+  done
+  "$PY" - "$OUT" <<'PYEOF'
+import json, pathlib, statistics, sys
+out, rows = pathlib.Path(sys.argv[1]), {}
+for p in sorted(out.glob("ab_*_*_*.json")):
+    _, which, plan, r = p.stem.split("_")
+    try:
+        f = json.loads(p.read_text())["folder"]
+        row = next(iter(next(iter(f["by_backend"].values()))["sampling"].values()))
+        rows.setdefault((plan, which), []).append((row["videos_per_min"], row["workers"]))
+    except Exception as e:
+        print(p.name, "unreadable", e)
+for plan in ("all", "default"):
+    old, new = rows.get((plan, "old"), []), rows.get((plan, "new"), [])
+    if old and new:
+        print(f"ab {plan}: old {old} new {new}; new/old by round "
+              f"{[round(n[0] / o[0], 3) for o, n in zip(old, new)]}, of medians "
+              f"{statistics.median(v for v, _ in new) / statistics.median(v for v, _ in old):.3f}")
+PYEOF
+}
+
 summary() {  # the numbers to read first, from the JSON files of this call
   "$PY" - "$OUT" <<'EOF'
 import json, pathlib, sys
@@ -366,8 +424,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed; pack runs here)" >&2; return 2 ;;
+      stage|check|folder|nvdec|nvfolder|speed|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, ab; pack runs here)" >&2; return 2 ;;
     esac
   done
   for phase in "$@"; do
@@ -379,6 +437,7 @@ main() {
       nvdec) nvdec ;;
       nvfolder) nvfolder ;;
       speed) speed ;;
+      ab) ab ;;
     esac
   done
   echo "=== summary"
