@@ -323,6 +323,7 @@ ab() {  # this checkout against an older commit's code (.device_bench/old_code.t
   "$PY" -c "import av" 2>/dev/null || { echo "== SKIPPED ab: stage .whl/av first"; return 0; }
   [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED ab: no .device_bench/old_code.tar.xz"; return 0; }
   rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
+  ln -s "$PWD/models" /tmp/old_code/models  # the old code with this checkout's weights
   local size length key r which plan folder backend=${AB_BACKEND:-cuda:fp16}
   IFS=, read -r size length key <<< "$CLIP_SPEC"
   if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
@@ -341,11 +342,13 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
     for plan in all default; do
       folder=/tmp/vqa_f; [ "$plan" = all ] && folder=/tmp/vqa_f$N_CLIPS_ALL
       for which in old new; do
-        local path=$SITE:$PWD
-        [ "$which" = old ] && path=$SITE:/tmp/old_code
-        step "ab_${which}_${plan}_$r" 20 90 sh -c 'exec "$@" > "$0"' "$OUT/ab_${which}_${plan}_$r.json" \
-          env PYTHONPATH="$path" "$PY" -m vqa.cli bench "$folder" --study folder --json --frames "$plan" --no-sweep \
-          --rounds 1 --backend "$backend"
+        # Each from its own folder: `python -m` puts the working folder first on sys.path, so
+        # run from here the old code's PYTHONPATH would import this checkout's vqa (it did once).
+        local dir=$PWD
+        [ "$which" = old ] && dir=/tmp/old_code
+        step "ab_${which}_${plan}_$r" 20 90 sh -c 'cd "$1" && shift && exec "$@" > "$0"' \
+          "$OUT/ab_${which}_${plan}_$r.json" "$dir" env PYTHONPATH="$SITE:$dir" "$PY" -m vqa.cli bench "$folder" \
+          --study folder --json --frames "$plan" --no-sweep --rounds 1 --backend "$backend"
       done
     done
   done
