@@ -181,29 +181,35 @@ bench() {  # bench NAME NEED MAX FOLDER ARGS...: one folder study, JSON to $OUT/
     "$PY" -m vqa.cli bench "$folder" --study folder --json "$@"
 }
 
-folder() {
-  if ! "$PY" -c "import av, openvino" 2>/dev/null; then
-    echo "== SKIPPED folder: PyAV or OpenVINO is not importable (/tmp/site is lost when the machine goes"
-    echo "   back: stage both again, av in one call and ov in the next)"
-    return 0
-  fi
-  local cuda="" cuda16="" size length key
-  if gpu_here; then cuda="--backend $GPU_BACKEND:fp32"; [ "$GPU_BACKEND" = cuda ] && cuda16="--backend cuda:fp16"; fi
+# clips N...: /tmp/vqa_f holds N_CLIPS clips of CLIP_SPEC (made once while the machine is warm),
+# and /tmp/vqa_fN the first N of them, as links, for each N given.
+clips() {
+  local size length key n
   IFS=, read -r size length key <<< "$CLIP_SPEC"
   if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
-    rm -rf /tmp/vqa_f && mkdir -p /tmp/vqa_f
+    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
     step make_clips 30 120 "$PY" -c "
 from pathlib import Path
 from vqa.bench_folder import make_folder
 make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
             length_s=$length, keyframe_s=$key)"
   fi
-  local n
-  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"; do  # the first n clips, as links
+  for n in "$@"; do
     if [ ! -d "/tmp/vqa_f$n" ]; then
       mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
     fi
   done
+}
+
+folder() {
+  if ! "$PY" -c "import av, openvino" 2>/dev/null; then
+    echo "== SKIPPED folder: PyAV or OpenVINO is not importable (/tmp/site is lost when the machine goes"
+    echo "   back: stage both again, av in one call and ov in the next)"
+    return 0
+  fi
+  local cuda="" cuda16=""
+  if gpu_here; then cuda="--backend $GPU_BACKEND:fp32"; [ "$GPU_BACKEND" = cuda ] && cuda16="--backend cuda:fp16"; fi
+  clips "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"
   echo "$(ls /tmp/vqa_f | wc -l) clips in /tmp/vqa_f, $(du -sh /tmp/vqa_f | cut -f1)"
   # The sample videos and one folder clip through the pool engine on each backend (records.json);
   # a GPU backend that fails there is left out of the folder study, so the CPU rows still come back.
@@ -256,19 +262,8 @@ import shutil; shutil.copy(p, '/tmp/nv720.mp4')"
 nvfolder() {  # the folder study with each decoder, CPU and GPU inference (NV_* sizes the rows)
   local cuda="--backend cuda:${NV_PRECISION:-fp16}"
   gpu_here || cuda=""
-  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
-    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
-    IFS=, read -r size length key <<< "$CLIP_SPEC"
-    step make_clips 30 120 "$PY" -c "
-from pathlib import Path
-from vqa.bench_folder import make_folder
-make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
-            length_s=$length, keyframe_s=$key)"
-  fi
   local n=$N_CLIPS_ALL
-  if [ ! -d "/tmp/vqa_f$n" ]; then
-    mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
-  fi
+  clips "$n"
   # shellcheck disable=SC2086
   step records_nvdec 20 90 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py --out "$OUT/records_nvdec.json" \
     sample_videos/*.mp4 /tmp/vqa_f/bench_000.mp4 --backend openvino:fp32 $cuda --decoder nvdec
@@ -283,22 +278,9 @@ make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$si
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
   "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED speed: stage .whl/av and .whl/ov first"; return 0; }
   lscpu > "$OUT/lscpu.txt" 2>&1
-  local cuda="" size length key n w sweep=()
+  local cuda="" w sweep=()
   gpu_here && cuda="--backend cuda:${SPEED_PRECISION:-fp16}"
-  IFS=, read -r size length key <<< "$CLIP_SPEC"
-  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
-    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
-    step make_clips 30 120 "$PY" -c "
-from pathlib import Path
-from vqa.bench_folder import make_folder
-make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
-            length_s=$length, keyframe_s=$key)"
-  fi
-  for n in "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"; do
-    if [ ! -d "/tmp/vqa_f$n" ]; then
-      mkdir -p "/tmp/vqa_f$n" && ls /tmp/vqa_f | sort | head -n "$n" | while read -r f; do ln "/tmp/vqa_f/$f" "/tmp/vqa_f$n/$f"; done
-    fi
-  done
+  clips "$N_CLIPS_ALL" "$N_CLIPS_SWEEP" "$N_CLIPS_CUDA_SWEEP"
   # shellcheck disable=SC2086
   bench speed_default 60 130 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 --backend openvino:int8 $cuda
@@ -324,20 +306,8 @@ ab() {  # this checkout against an older commit's code (.device_bench/old_code.t
   [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED ab: no .device_bench/old_code.tar.xz"; return 0; }
   rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
   ln -s "$PWD/models" /tmp/old_code/models  # the old code with this checkout's weights
-  local size length key r which plan folder backend=${AB_BACKEND:-cuda:fp16}
-  IFS=, read -r size length key <<< "$CLIP_SPEC"
-  if [ "$(ls /tmp/vqa_f/ 2>/dev/null | wc -l)" != "$N_CLIPS" ]; then
-    rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
-    step make_clips 30 120 "$PY" -c "
-from pathlib import Path
-from vqa.bench_folder import make_folder
-make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
-            length_s=$length, keyframe_s=$key)"
-  fi
-  if [ ! -d "/tmp/vqa_f$N_CLIPS_ALL" ]; then
-    mkdir -p "/tmp/vqa_f$N_CLIPS_ALL" && ls /tmp/vqa_f | sort | head -n "$N_CLIPS_ALL" | while read -r f; do
-      ln "/tmp/vqa_f/$f" "/tmp/vqa_f$N_CLIPS_ALL/$f"; done
-  fi
+  local r which plan folder backend=${AB_BACKEND:-cuda:fp16}
+  clips "$N_CLIPS_ALL"
   for r in $(seq 1 "${AB_ROUNDS:-2}"); do
     for plan in all default; do
       folder=/tmp/vqa_f; [ "$plan" = all ] && folder=/tmp/vqa_f$N_CLIPS_ALL
