@@ -21,7 +21,7 @@ counted against the decode workers (below).
 On a GPU backend (``accelerator=True``) inference needs one CPU thread, the one that copies
 views in and collects outputs, and it mostly waits for the GPU, so a decode worker takes every
 core: on the lent 16-core H200 machine, 16 workers scored a folder at 1,845 videos/min against
-1,663 for 15, in turns (README, The GPU path; issue 20):
+1,663 for 15, in turns in one sweep (medians 1,762 and 1,629; README, The GPU path; issue 20):
 
     >>> plan_threads(cores=16, accelerator=True)
     ThreadBudget(cores=16, workers=16, inference_threads=1, decode_threads=1)
