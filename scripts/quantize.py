@@ -25,7 +25,10 @@ from make_dataset import FRAMES, distorted_clip, draw_spec, load_content, use_co
 
 from vqa.preprocess import fragments  # noqa: E402
 
-MAX_DROP = 0.6  # score points, mean over the calibration views
+# Score points, mean over the calibration views. 0.6 made the first INT8 model (1.75x FP32's
+# views/s on 2 cores, up to 2.6 points from FP32 on 343 test-plan clips); 0.25 made the one
+# shipped since 2026-12-02 (1.49x, 1.1 points at most; model card, section 5).
+MAX_DROP = 0.25
 
 
 def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
@@ -50,6 +53,8 @@ def main() -> None:
     ap.add_argument("--models", type=Path, default=Path("models"))
     ap.add_argument("--clips", type=int, default=150)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--max-drop", type=float, default=MAX_DROP,
+                    help=f"accuracy control's limit, mean score points on the calibration views (default {MAX_DROP})")
     a = ap.parse_args()
     manifest_path = a.models / "vqa.json"
     manifest = json.loads(manifest_path.read_text())
@@ -68,7 +73,7 @@ def main() -> None:
     quantized = nncf.quantize_with_accuracy_control(
         model, nncf.Dataset(list(views), lambda v: v[None]),
         nncf.Dataset(list(zip(views, reference)), lambda item: item[0][None]),
-        validation_fn=agreement, max_drop=MAX_DROP, drop_type=nncf.DropType.ABSOLUTE,
+        validation_fn=agreement, max_drop=a.max_drop, drop_type=nncf.DropType.ABSOLUTE,
         subset_size=len(views), preset=nncf.QuantizationPreset.MIXED, fast_bias_correction=False,
         ignored_scope=nncf.IgnoredScope(types=["MatMul"]))
     xml = a.models / f"{manifest['name']}-int8.xml"

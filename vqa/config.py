@@ -39,7 +39,7 @@ from .threads import plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
-# OpenVINO's views per second peak at batch 4 (fp32 212, int8 321) and fall beyond it, while
+# OpenVINO's views per second peak at batch 4 (fp32 212, int8 321 with the first INT8 model) and fall beyond it, while
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
 # On a GPU a batch of 4 leaves it idle; 32 is one default-sampled video per batch and a
