@@ -133,6 +133,10 @@ def test_empty_folder_through_the_real_command_loads_no_model(tmp_path):
     assert re.fullmatch(r"vqa: 0 videos: 0 ok, 0 failed; 0 processed in [\d.]+ s", said[-1]), said
     # Every process prints its own imports there, spawned decode workers too (the flag is passed on).
     imported = [line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")]
-    # A decode worker's entry point is vqa.engine.worker; the parent imports it only to spawn one.
-    assert "vqa.engine.worker" not in imported, "a decode worker was started"
+    # No engine was built: the pool and the pipeline (which a job with a video imports) are not
+    # imported by any process. The command's bare decode worker (vqa.engine.prestart) is spawned
+    # before the inputs are read and stopped unused; whether it reached its own imports first is a
+    # race, so they are not what this asserts (asserting vqa.engine.worker's absence failed one
+    # clean-clone CI run on 2026-12-02 and passed the others).
+    assert not {"vqa.engine.pool", "vqa.engine.processes", "vqa.pipeline"} & set(imported), "an engine was built"
     assert not {"openvino", "torch"} & set(imported), "an inference backend was imported: the model was opened"
