@@ -158,6 +158,7 @@ EOF
 
 # FORCE_GPU=1 GPU_BACKEND=pytorch: the GPU steps' plumbing, tried without a GPU (a dry run).
 GPU_BACKEND=${GPU_BACKEND:-cuda}
+GPU_HALF=fp16; [ "$GPU_BACKEND" = cuda ] || GPU_HALF=fp32  # the dry run's pytorch has no fp16
 gpu_here() {
   [ -n "${FORCE_GPU:-}" ] || "$PY" -c "from vqa.infer import cuda_available; raise SystemExit(0 if cuda_available() else 1)"
 }
@@ -299,6 +300,42 @@ speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int
   fi
 }
 
+hybrid() {  # issue 20: NVDEC workers beside the CPU ones (--nvdec-workers; HYBRID_NV sizes the rows)
+  "$PY" -c "import av, openvino, PyNvVideoCodec" 2>/dev/null || {
+    echo "== SKIPPED hybrid: stage .whl/av, then .whl/ov and .whl/nv"; return 0; }
+  gpu_here || { echo "== SKIPPED hybrid: no CUDA device here"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
+  local k all=() def=() n=${N_CLIPS_HYBRID_ALL:-60}
+  clips "$n"
+  # One CPU worker beside four NVDEC ones, so NVDEC decodes most of the clips: records against
+  # openvino fp32 with pyav alone (gpu_records.py's reference).
+  step records_hybrid 20 120 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py --out "$OUT/records_hybrid.json" \
+    sample_videos/*.mp4 /tmp/vqa_f/bench_000.mp4 /tmp/vqa_f/bench_001.mp4 --workers 1 --backend openvino:fp32 \
+    --backend "$GPU_BACKEND:$GPU_HALF" --decoder pyav+nvdec:4
+  for k in ${HYBRID_NV_ALL:-2 4 8}; do all+=(--decoder "pyav+nvdec:$k"); done
+  for k in ${HYBRID_NV_DEFAULT:-2 4}; do def+=(--decoder "pyav+nvdec:$k"); done
+  bench hybrid_all 60 "${HYBRID_ALL_MAX_S:-240}" "/tmp/vqa_f$n" --frames all --no-sweep --rounds "${ROUNDS:-3}" \
+    --backend "$GPU_BACKEND:$GPU_HALF" --decoder pyav "${all[@]}"
+  bench hybrid_default 60 "${HYBRID_DEFAULT_MAX_S:-240}" /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-3}" \
+    --backend openvino:fp32 --backend "$GPU_BACKEND:$GPU_HALF" --decoder pyav "${def[@]}"
+}
+
+scaling() {  # issue 18: the worker sweep where inference is not the limit (cuda), the CPU path's
+  # sweep beside it, and OpenVINO's views/s at the threads the CPU rows leave inference
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED scaling: stage .whl/av and .whl/ov first"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
+  local w sweep=() n=${N_CLIPS_SCALING:-64}
+  clips "$n"
+  step infer_threads 30 90 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/infer_threads.py --backend openvino:fp32 \
+    --threads 8 15 --out "$OUT/infer_threads.json"
+  for w in ${SCALING_WORKERS:-1 2 4 8}; do sweep+=(--workers "$w"); done
+  local cuda=""
+  gpu_here && cuda="--backend $GPU_BACKEND:$GPU_HALF"
+  # shellcheck disable=SC2086
+  bench scaling_sweep 80 "${SCALING_MAX_S:-300}" "/tmp/vqa_f$n" --frames default --rounds "${ROUNDS:-3}" \
+    $cuda --backend openvino:fp32 "${sweep[@]}"
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -358,14 +395,21 @@ if (out / "gpu_check.json").exists():
     print("gpu_check views/s:", vps["error"].strip().splitlines()[-1] if "error" in vps else json.dumps(vps))
     for name, row in (g.get("variants_summary") or {}).items():
         print(f"  variant {name}: {json.dumps(row)}")
-if (out / "records.json").exists():
-    r = load("records.json")
+for name in ("records.json", "records_hybrid.json"):
+    if not (out / name).exists():
+        continue
+    r = load(name)
     for label, row in r.get("backends", {}).items():
-        print(f"records {label}:", "ERROR" if "error" in row else
+        print(f"{name} {label}:", "ERROR" if "error" in row else
               f"vs {r.get('reference')} {row.get('vs_reference')} agrees={row.get('agrees')} scores={row['scores']}")
 if (out / "nvdec_check.json").exists():
     print("nvdec_check:", json.dumps(load("nvdec_check.json"), indent=1)[:3000])
-for path in sorted([*out.glob("*folder_*.json"), *out.glob("speed_*.json")]):
+if (out / "infer_threads.json").exists():
+    for row in load("infer_threads.json").get("rows", []):
+        print(f"infer_threads openvino fp32 {row['threads']} threads: {row['submitted']['views_per_s']} views/s "
+              f"submitted, {row['one_call_at_a_time']['views_per_s']} one call at a time")
+for path in sorted([*out.glob("*folder_*.json"), *out.glob("speed_*.json"), *out.glob("hybrid_*.json"),
+                    *out.glob("scaling_*.json")]):
     f = load(path.name).get("folder")
     if not f:
         print(path.name, "has no result")
@@ -397,8 +441,9 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, ab; pack runs here)" >&2; return 2 ;;
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, ab; pack runs here)" >&2
+         return 2 ;;
     esac
   done
   for phase in "$@"; do
@@ -410,6 +455,8 @@ main() {
       nvdec) nvdec ;;
       nvfolder) nvfolder ;;
       speed) speed ;;
+      hybrid) hybrid ;;
+      scaling) scaling ;;
       ab) ab ;;
     esac
   done

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vqa import Scorer  # noqa: E402
 from vqa.bench import parse_backends  # noqa: E402
+from vqa.bench_folder import decoder_spec  # noqa: E402
 
 FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0
@@ -31,7 +32,9 @@ FP16_MEAN_POINTS = 1.0
 
 def scores(clips: list[str], backend: str, precision: str, workers: int | None, decoder: str = "pyav") -> dict:
     start = time.perf_counter()
-    with Scorer(backend=backend, precision=precision, workers=workers, decoder=decoder) as scorer:
+    name, nvdec_workers = decoder_spec(decoder)  # "pyav+nvdec:N": NVDEC workers beside the CPU ones
+    with Scorer(backend=backend, precision=precision, workers=workers, decoder=name,
+                nvdec_workers=nvdec_workers) as scorer:
         ready = time.perf_counter()
         records = list(scorer.score_many(clips))
         split = {"workers": scorer.workers, "inference_threads": scorer.threads}
@@ -49,7 +52,8 @@ def main() -> int:
     ap.add_argument("--backend", dest="backends", action="append", required=True, metavar="NAME:PRECISION")
     ap.add_argument("--workers", type=int, default=None, help="decode workers (default: auto)")
     ap.add_argument("--decoder", dest="decoders", action="append", default=None,
-                    help="decoder, repeatable, crossed with each backend after pyav's rows (default: pyav)")
+                    help="decoder, repeatable, crossed with each backend after pyav's rows (default: pyav); "
+                         "pyav+nvdec:N adds N NVDEC workers beside the CPU ones")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     result: dict = {"clips": [Path(c).name for c in args.clips], "backends": {}}

@@ -152,3 +152,62 @@ def test_hostile_inputs_get_the_records_pyav_gives(nvdec, tmp_path, validate_rec
             assert same == {w.split(":")[0] for w in a["warnings"]}, (name, a["warnings"], b["warnings"])
             if not any(w.startswith("W_CORRUPT_FRAMES") for w in a["warnings"]):  # decoders conceal
                 assert (a["score"], a["defects"]) == (b["score"], b["defects"]), name  # errors apart
+
+
+# --- --nvdec-workers: NVDEC workers beside the CPU ones ----------------------------------------
+
+def test_nvdec_workers_options_are_checked(nvdec):
+    from vqa.errors import UsageError
+
+    assert ScoreOptions(nvdec_workers=2).resolve(4).nvdec_workers == 2
+    assert ScoreOptions(nvdec_workers=2).resolve(4).worker_memory_mb == 4096  # the CPU workers keep theirs
+    assert "nvdec_workers" not in ScoreOptions(nvdec_workers=2).resolve(4).record_config()
+    for bad, words in [({"nvdec_workers": -1}, "integer >= 0"), ({"nvdec_workers": True}, "integer >= 0"),
+                       ({"nvdec_workers": 1, "decoder": "opencv"}, "not beside 'opencv'"),
+                       ({"nvdec_workers": 1, "decoder": "nvdec"}, "not beside 'nvdec'"),
+                       ({"nvdec_workers": 1, "workers": 0}, "needs decode workers")]:
+        with pytest.raises(UsageError, match=words):
+            ScoreOptions(**bad).validate()
+
+
+def test_nvdec_workers_without_the_package_is_a_clear_backend_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)
+    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
+    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
+    monkeypatch.setattr(decode, "missing_package", lambda b: "not installed" if b == "nvdec" else None)
+    with pytest.raises(BackendUnavailable, match="PyNvVideoCodec"):
+        ScoreOptions(nvdec_workers=1).validate()
+
+
+@pytest.mark.slow
+def test_nvdec_workers_beside_cpu_ones_make_the_cpu_records(nvdec, clips, tmp_path, monkeypatch):
+    """One CPU worker and one NVDEC worker (spawned: each imports the stand-in from a file, and
+    notes its pid where it makes a decoder): every record is the one CPU workers alone make,
+    VP9 included, whose hand-back to FFmpeg is no warning here; and the NVDEC worker did decode."""
+    from vqa.pipeline import Scorer
+
+    log = tmp_path / "created.txt"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "PyNvVideoCodec.py").write_text(
+        "import os\n"
+        "from fake_nvdec import PacketData, cudaVideoCodec, CreateDecoder as _create\n"
+        "def CreateDecoder(*args, **kwargs):\n"
+        f"    with open({str(log)!r}, 'a') as f:\n"
+        "        f.write(f'{os.getpid()}\\n')\n"
+        "    return _create(*args, **kwargs)\n")
+    monkeypatch.syspath_prepend(str(shim))  # spawned workers get the parent's sys.path
+    monkeypatch.syspath_prepend(str(fake_nvdec.__file__).rsplit("/", 1)[0])
+    paths = [str(clips[n]) for n in ("h264.mp4", "vp9.webm", "hevc.mkv", "h264.ts")] * 2
+    with Scorer(workers=1) as cpu:
+        want = list(cpu.score_many(paths))
+    with Scorer(workers=1, nvdec_workers=1) as both:
+        got = list(both.score_many(paths))
+        cpu_pid, nvdec_pid = both._engine.pool.pids
+    for a, b in zip(want, got):
+        assert a.ok and b.ok, (a.error, b.error)
+        assert (a.score, a.category, a.defects, a.warnings) == (b.score, b.category, b.defects, b.warnings), a.path
+        assert a.frames["sampled"] == b.frames["sampled"] and a.config == b.config
+    assert not any(w.startswith("W_DECODER_FALLBACK") for r in got for w in r.warnings)
+    makers = {int(p) for p in log.read_text().split()}
+    assert makers == {nvdec_pid}, (makers, cpu_pid, nvdec_pid)

@@ -107,10 +107,10 @@ def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     if decoder is not None:
-        chosen["decoder"] = decoder
+        chosen["decoder"], chosen["nvdec_workers"] = decoder_spec(decoder)
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
-                 "decoder": scorer.options.decoder,
+                 "decoder": scorer.options.decoder, "nvdec_workers": scorer.options.nvdec_workers,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
                  "inference_threads": scorer.threads, "warm_s": round(_warm(scorer), 3)}
         start = time.perf_counter()
@@ -131,6 +131,21 @@ def _summary(runs: list[dict], videos: int) -> dict:
     best, median = min(r["seconds"] for r in runs), statistics.median(r["seconds"] for r in runs)
     return {**runs[0], "seconds": round(best, 3), "median_seconds": round(median, 3), "rounds": len(runs),
             "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1)}
+
+
+def decoder_spec(text: str) -> tuple[str, int]:
+    """A folder-study decoder: a decoder's name, or ``pyav+nvdec:N`` for ``--decoder pyav
+    --nvdec-workers N`` (NVDEC workers beside the CPU ones) -> (decoder, nvdec_workers)."""
+    from .config import DECODERS, HYBRID_DECODER
+
+    cpu, sep, rest = text.partition("+")
+    if not sep and cpu in DECODERS:
+        return cpu, 0
+    name, _, count = rest.partition(":")
+    if (cpu, name) == HYBRID_DECODER and count.isdigit() and int(count) >= 1:
+        return cpu, int(count)
+    raise UsageError(f"unknown decoder {text!r}: one of {', '.join(DECODERS)}, or "
+                     f"{'+'.join(HYBRID_DECODER)}:N for N NVDEC workers beside the CPU ones")
 
 
 def _label(backend: tuple[str, str] | None, decoder: str | None = None) -> str:
@@ -201,6 +216,8 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     """
     if rounds < 1:
         raise UsageError(f"rounds must be >= 1, got {rounds}")
+    for d in decoders or ():
+        decoder_spec(d)  # refused now, not after the first rows ran
     chosen = [(b, d) for b in (list(backends) if backends else [None])
               for d in (list(decoders) if decoders else [None])]
     labels = [_label(*c) for c in chosen]

@@ -54,6 +54,9 @@ DECODERS = tuple(decode.KNOWN_BACKENDS)
 # Decoders whose workers get no address-space limit by default: CUDA reserves far more
 # virtual memory at start-up (tens of GiB, never resident) than any useful RLIMIT_AS.
 UNLIMITED_DECODERS = ("nvdec",)
+# --nvdec-workers: NVDEC workers beside the CPU decoder whose pixels NVDEC's equal bit for bit
+# (vqa.decode.nvdec), so a record does not depend on which worker took the video.
+HYBRID_DECODER = ("pyav", "nvdec")
 
 
 def _is_int(value: Any) -> bool:
@@ -100,6 +103,10 @@ def _check_memory(v: Any) -> str | None:
         return None
     return (f"worker_memory_mb must be 'auto', None or 0 (no limit), or an integer >= "
             f"{MIN_WORKER_MEMORY_MB} (MiB), got {v!r}")
+
+
+def _check_nvdec_workers(v: Any) -> str | None:
+    return None if _is_int(v) and v >= 0 else f"nvdec_workers must be an integer >= 0, got {v!r}"
 
 
 def _check_model_dir(v: Any) -> str | None:
@@ -192,7 +199,8 @@ class ScoreOptions:
     """What to score with and how. Every field has its default here and nowhere else.
 
     Options that change records enter ``record_config()`` (so the job store's key); the others
-    (workers, threads, model_dir, timeout_s, worker_memory_mb) only change speed or isolation.
+    (workers, nvdec_workers, threads, model_dir, timeout_s, worker_memory_mb) only change speed
+    or isolation.
     """
 
     frames: int | str = _option(
@@ -240,6 +248,11 @@ class ScoreOptions:
         help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
              "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB "
              "(about 800 MiB) is refused before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
+    nvdec_workers: int = _option(
+        0, _check_nvdec_workers, flag="--nvdec-workers", parse=_parse_count(0), metavar="INTEGER RANGE",
+        help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "
+             "(--decoder pyav only; default 0). Each takes the next video like any worker; H.264 and "
+             "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are the same.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
@@ -270,13 +283,21 @@ class ScoreOptions:
         if self.precision not in precisions:
             raise UsageError(f"backend {self.backend!r} runs precision {', '.join(precisions)}, "
                              f"not {self.precision!r}")
+        if self.nvdec_workers and self.decoder != HYBRID_DECODER[0]:
+            raise UsageError(f"nvdec_workers adds NVDEC workers beside {HYBRID_DECODER[0]} workers (their pixels "
+                             f"are {HYBRID_DECODER[0]}'s), not beside {self.decoder!r} ones: use decoder "
+                             f"{HYBRID_DECODER[0]!r}")
+        if self.nvdec_workers and self.workers == 0:
+            raise UsageError("nvdec_workers needs decode workers (workers >= 1): with workers=0 this "
+                             "process decodes")
         # An error now, not E_BACKEND on every video. Found, not imported: the decode workers
         # import it (and say so at start-up if that fails), this process need not (issue 18).
-        reason = decode.missing_package(self.decoder)
-        if reason is not None:
-            package = decode.KNOWN_BACKENDS[self.decoder]
-            raise BackendUnavailable(f"decoder {self.decoder!r} needs the {package!r} package: pip install "
-                                     f"{package} (import failed: {reason})")
+        for decoder in (self.decoder, *(HYBRID_DECODER[1:] if self.nvdec_workers else ())):
+            reason = decode.missing_package(decoder)
+            if reason is not None:
+                package = decode.KNOWN_BACKENDS[decoder]
+                raise BackendUnavailable(f"decoder {decoder!r} needs the {package!r} package: pip install "
+                                         f"{package} (import failed: {reason})")
         return self
 
     def resolve(self, cores: int | None = None) -> Resolved:
@@ -295,7 +316,7 @@ class ScoreOptions:
             else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
-            timeout_s=self.timeout_s or None,
+            timeout_s=self.timeout_s or None, nvdec_workers=self.nvdec_workers,
             split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
                                          accelerator=gpu))
 
@@ -319,6 +340,7 @@ class Resolved:
     decode_threads: int  # FFmpeg threads of an in-process decoder (workers=0)
     worker_memory_mb: int | None  # None: no limit
     timeout_s: float | str | None  # "auto" (per video), seconds, or None: no limit
+    nvdec_workers: int = 0  # NVDEC decode workers beside ``workers`` (no address-space limit)
     # An explicit --workers/--threads that starves decoding or inference (vqa.threads), said
     # once on stderr by `vqa score`; None when the split is auto or fine.
     split_warning: str | None = None

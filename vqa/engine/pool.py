@@ -70,12 +70,12 @@ def start_workers(options: Resolved, spec: ModelSpec) -> tuple[WorkerPool, Batch
     ``pool.wait_ready()`` waits for them. (PoolEngine starts its own; tools time this alone.)"""
     import multiprocessing as mp
 
-    ring = BatchRing(slots=SLOTS_PER_WORKER * options.workers, batch_size=options.batch_size,
-                     view=spec.preprocessing.view)
+    ring = BatchRing(slots=SLOTS_PER_WORKER * (options.workers + options.nvdec_workers),
+                     batch_size=options.batch_size, view=spec.preprocessing.view)
     try:
         pool = WorkerPool(mp.get_context("spawn"), options.workers, ring.spec, SLOTS_PER_WORKER,
                           memory_mb=options.worker_memory_mb, geometry=spec.preprocessing,
-                          decoder=options.decoder)
+                          decoder=options.decoder, nvdec_workers=options.nvdec_workers)
     except BaseException:
         ring.close()
         raise
@@ -108,7 +108,7 @@ class PoolEngine(Engine):
         self._owner: dict[int, tuple[_Video, int]] = {}  # task id -> (video, attempt)
         self._completions: queue.SimpleQueue = queue.SimpleQueue()  # inference callbacks land here
         self._task_ids = iter(range(1 << 62))
-        self.window = max(2, 2 * options.workers)  # videos in flight, bounding memory
+        self.window = max(2, 2 * (options.workers + options.nvdec_workers))  # videos in flight, bounding memory
         self._wake_r, wake_w = os.pipe()
         self._wake_w: int | None = wake_w  # None once closed
         os.set_blocking(self._wake_r, False)
@@ -133,7 +133,8 @@ class PoolEngine(Engine):
                     raise RuntimeError("the Scorer is closed")
                 future.set_exception(self.broken)
                 return future
-            self._requests.put(_Video(path, self._new_record(path), future, self.o.workers if split else 1))
+            self._requests.put(_Video(path, self._new_record(path), future,
+                                      self.o.workers + self.o.nvdec_workers if split else 1))
         future.add_done_callback(self._on_done)
         self._wake()
         return future

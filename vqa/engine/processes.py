@@ -52,6 +52,7 @@ def _descendants(pid: int) -> list[int]:
 @dataclass
 class _Worker:
     slots: range
+    decoder: str | None = None  # decodes every video with this backend, whatever the task names
     process: Any = None  # a multiprocessing Process of the pool's context
     conn: Any = None  # the parent's end of its pipe
     ready: bool = False  # said "ready": tasks may go to it
@@ -97,13 +98,16 @@ class WorkerPool:
     """
 
     def __init__(self, ctx, workers: int, ring_spec: RingSpec, slots_per_worker: int,
-                 memory_mb: int | None = None, geometry: Geometry = TRAINING, decoder: str | None = None):
+                 memory_mb: int | None = None, geometry: Geometry = TRAINING, decoder: str | None = None,
+                 nvdec_workers: int = 0):
         self._ctx, self._spec, self._per, self._memory_mb = ctx, ring_spec, slots_per_worker, memory_mb
         self._geometry = geometry  # the model's (vqa.model.ModelSpec.preprocessing)
         self._decoder = decoder  # imported by each worker as it starts
         self._pid = os.getpid()
         _pools.add(self)
-        self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker)) for i in range(workers)]
+        # ``nvdec_workers`` more after the ``workers``: NVDEC decodes their videos (vqa.config.HYBRID_DECODER)
+        self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker),
+                                 "nvdec" if i >= workers else None) for i in range(workers + nvdec_workers)]
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
         self._boot_failures = 0  # workers in a row that died before "ready"
@@ -116,7 +120,9 @@ class WorkerPool:
 
     def _spawn(self, w: _Worker) -> None:
         free = [s for s in w.slots if s not in self._parent_held]
-        settings = (self._spec, free, self._memory_mb, 1, self._geometry, self._decoder)
+        settings: tuple = (self._spec, free, self._memory_mb, 1, self._geometry, self._decoder)
+        if w.decoder is not None:  # CUDA maps tens of GiB of address space: no limit (vqa.config.UNLIMITED_DECODERS)
+            settings = (self._spec, free, None, 1, self._geometry, w.decoder, True)
         waiting = prestart.take(self._ctx)  # one the command started as it started, if any
         if waiting is not None:
             w.process, parent_end = waiting

@@ -32,6 +32,9 @@ from .frames import batches
 from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeDecodeTask, ProbeTask, Ready
 
 WORKER_NAME = "vqa-decode"  # every decode worker's process name (vqa.engine.prestart names its own so)
+# A worker beside the CPU ones (--nvdec-workers) hands a video NVDEC cannot take back to FFmpeg
+# without this warning: the user asked for FFmpeg, and got its pixels.
+QUIET_BESIDE = ("W_DECODER_FALLBACK",)
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 # The exit status of a worker that found itself re-running the user's script: the script
 # made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).
@@ -107,11 +110,13 @@ class _RingSlots:
 
 
 def _decode(task_id: int, reader: VideoReader, plan: SamplePlan, link: _Link, ring: RingWriter,
-            geometry: Geometry, *, run_offset: int = 0, open_end: bool = True) -> None:
+            geometry: Geometry, *, run_offset: int = 0, open_end: bool = True, quiet: tuple[str, ...] = ()) -> None:
+    """``quiet``: warning codes left out of the record (those of a decoder that was not asked for)."""
     for slot, metas in batches(reader, plan, _RingSlots(link, ring), ring.spec.batch_size,
                                run_offset=run_offset, open_end=open_end, geometry=geometry):
         link.send(Batch(task_id, slot, metas))
-    link.send(Done(task_id, reader.frames_decoded, reader.decode_errors, list(reader.warnings)))
+    warnings = [w for w in reader.warnings if w.split(":", 1)[0] not in quiet]
+    link.send(Done(task_id, reader.frames_decoded, reader.decode_errors, warnings))
 
 
 def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
@@ -130,13 +135,17 @@ def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _run(task, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
+def _run(task, link: _Link, ring: RingWriter, geometry: Geometry, beside: str | None = None) -> None:
+    """``beside``: the decoder of a worker that decodes beside the task's (``worker_main``);
+    a probe alone, which decodes one picture, stays with the task's."""
+    backend = beside if beside is not None and not isinstance(task, ProbeTask) else task.decoder
+    quiet = () if backend == task.decoder else QUIET_BESIDE
     if isinstance(task, DecodeTask):
-        with open_video(task.path, backend=task.decoder, threads=task.threads) as reader:
+        with open_video(task.path, backend=backend, threads=task.threads) as reader:
             _decode(task.task_id, reader, task.plan, link, ring, geometry, run_offset=task.run_offset,
-                    open_end=task.open_end)
+                    open_end=task.open_end, quiet=quiet)
         return
-    with open_video(task.path, backend=task.decoder, threads=1) as reader:
+    with open_video(task.path, backend=backend, threads=1) as reader:
         info = reader.info
         # A sampled plan's runs are placed by the keyframes (vqa.sample); a split plan is cut there.
         want = task.want_keyframes if isinstance(task, ProbeTask) else task.frames != "all"
@@ -144,7 +153,8 @@ def _run(task, link: _Link, ring: RingWriter, geometry: Geometry) -> None:
         decoding = isinstance(task, ProbeDecodeTask)
         link.send(Probed(task.task_id, info, keyframes, decoding=decoding))
         if decoding:  # the same reader goes on: the file is opened and checked once
-            _decode(task.task_id, reader, plan_frames(info, task.frames, keyframes_s=keyframes), link, ring, geometry)
+            _decode(task.task_id, reader, plan_frames(info, task.frames, keyframes_s=keyframes), link, ring, geometry,
+                    quiet=quiet)
 
 
 def guard_spawned_import() -> None:
@@ -184,10 +194,14 @@ def preload() -> None:
 
 
 def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
-                opencv_threads: int = 1, geometry: Geometry = TRAINING, decoder: str | None = None) -> None:
+                opencv_threads: int = 1, geometry: Geometry = TRAINING, decoder: str | None = None,
+                beside: bool = False) -> None:
     """Loop: take a task, run it, report. ``None`` ends the loop; so does the parent's death.
     ``decoder``: the backend the tasks will name, imported now (while the parent loads its
-    model, not on the first video); if it fails to import, ``Ready`` says why."""
+    model, not on the first video); if it fails to import, ``Ready`` says why.
+    ``beside``: an NVDEC worker beside CPU ones (``--nvdec-workers``): ``decoder`` decodes
+    every video whatever its task names, and a video it hands back to FFmpeg gets no warning,
+    so that the record is the one a CPU worker would have made."""
     import cv2  # the preprocess stage's; its own pool would take every core
 
     cv2.setNumThreads(opencv_threads)
@@ -207,7 +221,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
             task = link.next_task()
             error: tuple[str, str] | None = None
             try:
-                _run(task, link, ring, geometry)
+                _run(task, link, ring, geometry, decoder if beside else None)
             except (_Stop, BrokenPipeError, EOFError):
                 raise
             except Exception as e:  # a decoder fault on one file must not take the worker down

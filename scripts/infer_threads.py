@@ -1,0 +1,71 @@
+"""Inference views per second by thread count, one backend, on zero views (issue 18): the
+ceiling a folder job's inference puts on it when the decode workers take the other cores.
+Batches go in as the pool engine sends them (``submit``, its requests in flight at once), and
+as one call at a time (``infer``).
+
+    python scripts/infer_threads.py --backend openvino:fp32 --threads 8 15 --batch-size 4 --out F.json
+
+A folder row whose videos/min times the views per video reaches this ceiling at its thread
+count is held back by inference, not by its decode workers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vqa.bench import parse_backends, time_infer  # noqa: E402
+from vqa.infer import open_inferencer  # noqa: E402
+from vqa.model import load_model_spec  # noqa: E402
+
+
+def submitted(inferencer, views: np.ndarray, seconds: float) -> dict:
+    """Views per second with batches submitted as fast as the inferencer takes them."""
+    for _ in range(4):
+        inferencer.infer(views)
+    done = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(16):
+            inferencer.submit(views, done.append)
+        inferencer.wait()
+    elapsed = time.perf_counter() - start
+    return {"calls": len(done), "views_per_s": round(len(done) * len(views) / elapsed, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="openvino:fp32", metavar="NAME:PRECISION")
+    ap.add_argument("--threads", type=int, nargs="+", required=True)
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--mode", default="throughput", help="the folder job's mode (default: throughput)")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    (backend, precision), = parse_backends([a.backend])
+    spec = load_model_spec()
+    views = np.zeros((a.batch_size, spec.view_size, spec.view_size, 3), dtype=np.uint8)
+    rows = []
+    for threads in a.threads:
+        inferencer = open_inferencer(spec, backend=backend, precision=precision, threads=threads, mode=a.mode)
+        try:
+            one = time_infer(inferencer, views, a.batch_size, seconds=a.seconds)
+            rows.append({"threads": threads, "batch_size": a.batch_size, "submitted": submitted(inferencer, views, a.seconds),
+                         "one_call_at_a_time": one})
+        finally:
+            inferencer.close()
+    out = {"backend": f"{backend}:{precision}", "cores": os.cpu_count(), "views": "zeros", "rows": rows}
+    text = json.dumps(out, indent=1)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
