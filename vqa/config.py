@@ -252,7 +252,8 @@ class ScoreOptions:
         0, _check_nvdec_workers, flag="--nvdec-workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "
              "(--decoder pyav only; default 0). Each takes the next video like any worker; H.264 and "
-             "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are the same.")
+             "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are those of pyav "
+             "alone (README has the one exception). Measured: no faster with every core decoding.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
