@@ -418,10 +418,12 @@ for path in sorted([*out.glob("*folder_*.json"), *out.glob("speed_*.json"), *out
     for label, b in f["by_backend"].items():
         for key, row in b["sampling"].items():
             print(f"  {label} frames={key} {row['workers']}+{row['inference_threads']}: {row['videos_per_min']} "
-                  f"videos/min best, {row['videos_per_min_median']} median, warm {row['warm_s']} s")
+                  f"videos/min best, {row['videos_per_min_median']} median, rounds "
+                  f"{row.get('videos_per_min_by_round')}, warm {row['warm_s']} s")
         for row in b["workers"]:
             print(f"  {label} workers={row['workers']}+{row['inference_threads']}: {row['videos_per_min']} best, "
-                  f"{row['videos_per_min_median']} median, efficiency {row['efficiency']}")
+                  f"{row['videos_per_min_median']} median, efficiency {row['efficiency']}, by round "
+                  f"{row.get('efficiency_by_round')}")
     for name, ratios in f.get("over_first", {}).items():
         print(f"  {name}: {json.dumps(ratios)}")
 EOF

@@ -197,6 +197,41 @@ def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(ti
     assert "openvino:int8 over openvino:fp32: frames=default" in text and "openvino:int8" in text.splitlines()[3]
 
 
+def test_folder_rows_keep_each_round_and_pair_the_efficiency_by_round():
+    """Best and median hide which rounds ran together; each row keeps its rounds in order, and
+    the sweep's efficiency is also given against the lone worker of the same round."""
+    from vqa import bench_folder
+
+    def run(workers, seconds):
+        return {"workers": workers, "seconds": seconds}
+
+    runs = {("workers", 1, "x"): [run(1, 60.0), run(1, 30.0), run(1, 40.0)],
+            ("workers", 4, "x"): [run(4, 20.0), run(4, 10.0), run(4, 5.0)]}
+    rows = bench_folder._backend_result(runs, "x", videos=10)["workers"]
+    one, four = rows
+    assert one["videos_per_min_by_round"] == [10.0, 20.0, 15.0] and one["videos_per_min"] == 20.0
+    assert four["videos_per_min_by_round"] == [30.0, 60.0, 120.0] and four["videos_per_min_median"] == 60.0
+    assert four["efficiency"] == 1.5  # 120 / (4 x 20): best against best, from different rounds
+    assert four["efficiency_by_round"] == [0.75, 0.75, 2.0]
+
+
+@pytest.mark.parametrize("text, want", [("pyav", ("pyav", 0)), ("nvdec", ("nvdec", 0)),
+                                        ("pyav+nvdec:3", ("pyav", 3))])
+def test_folder_study_decoder_names(text, want):
+    from vqa import bench_folder
+
+    assert bench_folder.decoder_spec(text) == want
+
+
+@pytest.mark.parametrize("text", ["pyav+nvdec", "pyav+nvdec:0", "opencv+nvdec:2", "pyav+nvdec:x", "vlc"])
+def test_folder_study_refuses_other_decoder_names(text):
+    from vqa import bench_folder
+    from vqa.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown decoder"):
+        bench_folder.decoder_spec(text)
+
+
 def test_folder_study_refuses_a_backend_named_twice(tiny_folder):
     from vqa import bench_folder
 

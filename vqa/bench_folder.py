@@ -9,7 +9,10 @@ the whole folder with a ``Scorer`` several ways, side by side in one process:
   records' ``frames.decoded`` and ``frames.sampled``);
 * ``workers``: the default plan at each worker count of the sweep (inference gets the rest of
   the cores, as ``--workers N`` alone gives it): videos per minute, and the scaling
-  efficiency, videos per minute over (N times that of 1 worker).
+  efficiency, videos per minute over (N times that of 1 worker), best against best and
+  round by round (``efficiency_by_round``: against the lone worker of the same round).
+
+Rows give the best round, the median and every round in order (``videos_per_min_by_round``).
 
 ``backends`` (``[(name, precision), ...]``, e.g. openvino fp32 and cuda fp32) runs every
 setting on each backend, the backends in turn within a setting, so the CPU and the GPU path
@@ -130,7 +133,9 @@ def _summary(runs: list[dict], videos: int) -> dict:
     whatever else ran), the median's beside it."""
     best, median = min(r["seconds"] for r in runs), statistics.median(r["seconds"] for r in runs)
     return {**runs[0], "seconds": round(best, 3), "median_seconds": round(median, 3), "rounds": len(runs),
-            "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1)}
+            "videos_per_min": round(videos / best * 60, 1), "videos_per_min_median": round(videos / median * 60, 1),
+            # each round's, in order: rows of one round ran back to back, so ratios pair them
+            "videos_per_min_by_round": [round(videos / r["seconds"] * 60, 1) for r in runs]}
 
 
 def decoder_spec(text: str) -> tuple[str, int]:
@@ -172,8 +177,12 @@ def _backend_result(runs: dict, label: str, videos: int) -> dict:
         out["default_over_all"] = round(d["videos_per_min"] / a["videos_per_min"], 2)
         out["default_over_all_median"] = round(d["videos_per_min_median"] / a["videos_per_min_median"], 2)
     one = next((r["videos_per_min"] for r in out["workers"] if r["workers"] == 1), None)
+    ones = next((r["videos_per_min_by_round"] for r in out["workers"] if r["workers"] == 1), None)
     for r in out["workers"]:
         r["efficiency"] = round(r["videos_per_min"] / (r["workers"] * one), 3) if one else None
+        # against the lone worker of the same round: the machine's speed moves between rounds
+        r["efficiency_by_round"] = None if ones is None else [
+            round(v / (r["workers"] * o), 3) for v, o in zip(r["videos_per_min_by_round"], ones)]
     return out
 
 
