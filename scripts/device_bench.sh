@@ -336,6 +336,28 @@ scaling() {  # issue 18: the worker sweep where inference is not the limit (cuda
     $cuda --backend openvino:fp32 "${sweep[@]}"
 }
 
+batch() {  # issue 18: OpenVINO's batch on 16 cores (auto's 4 was chosen on 2): views/s by batch at
+  # 8 and 15 threads, then the default plan (auto split and the 1 / 8 worker sweep, 64 clips) at
+  # batch 4 and at the best batch of 8 threads, BATCH_ROUNDS rounds in turns, one JSON each
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED batch: stage .whl/av and .whl/ov first"; return 0; }
+  local n=${N_CLIPS_SCALING:-64} r b best
+  clips "$n"
+  step infer_batches 30 120 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/infer_threads.py --backend openvino:fp32 \
+    --threads 8 15 --batch-size 4 8 16 32 --seconds 2 --out "$OUT/infer_batches.json"
+  best=$("$PY" -c "
+import json
+rows = [r for r in json.load(open('$OUT/infer_batches.json'))['rows'] if r['threads'] == 8]
+b = max(rows, key=lambda r: r['submitted']['views_per_s'])['batch_size']
+print(b if b != 4 else 16)" 2>/dev/null || echo 16)
+  echo "== batch 4 against batch $best"
+  for r in $(seq 1 "${BATCH_ROUNDS:-3}"); do
+    for b in 4 "$best"; do
+      bench "batch${b}_$r" 40 90 "/tmp/vqa_f$n" --frames default --rounds 1 --batch-size "$b" \
+        --backend openvino:fp32 --workers 1 --workers 8
+    done
+  done
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -404,12 +426,13 @@ for name in ("records.json", "records_hybrid.json"):
               f"vs {r.get('reference')} {row.get('vs_reference')} agrees={row.get('agrees')} scores={row['scores']}")
 if (out / "nvdec_check.json").exists():
     print("nvdec_check:", json.dumps(load("nvdec_check.json"), indent=1)[:3000])
-if (out / "infer_threads.json").exists():
-    for row in load("infer_threads.json").get("rows", []):
-        print(f"infer_threads openvino fp32 {row['threads']} threads: {row['submitted']['views_per_s']} views/s "
+for name in ("infer_threads.json", "infer_batches.json"):
+    for row in load(name).get("rows", []) if (out / name).exists() else []:
+        print(f"infer_threads openvino fp32 {row['threads']} threads, batch {row['batch_size']}: "
+              f"{row['submitted']['views_per_s']} views/s "
               f"submitted, {row['one_call_at_a_time']['views_per_s']} one call at a time")
 for path in sorted([*out.glob("*folder_*.json"), *out.glob("speed_*.json"), *out.glob("hybrid_*.json"),
-                    *out.glob("scaling_*.json")]):
+                    *out.glob("scaling_*.json"), *out.glob("batch*_*.json")]):
     f = load(path.name).get("folder")
     if not f:
         print(path.name, "has no result")
@@ -443,8 +466,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, ab; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -459,6 +482,7 @@ main() {
       speed) speed ;;
       hybrid) hybrid ;;
       scaling) scaling ;;
+      batch) batch ;;
       ab) ab ;;
     esac
   done

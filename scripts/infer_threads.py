@@ -3,7 +3,7 @@ ceiling a folder job's inference puts on it when the decode workers take the oth
 Batches go in as the pool engine sends them (``submit``, its requests in flight at once), and
 as one call at a time (``infer``).
 
-    python scripts/infer_threads.py --backend openvino:fp32 --threads 8 15 --batch-size 4 --out F.json
+    python scripts/infer_threads.py --backend openvino:fp32 --threads 8 15 --batch-size 4 16 --out F.json
 
 A folder row whose videos/min times the views per video reaches this ceiling at its thread
 count is held back by inference, not by its decode workers.
@@ -43,21 +43,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="openvino:fp32", metavar="NAME:PRECISION")
     ap.add_argument("--threads", type=int, nargs="+", required=True)
-    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--batch-size", type=int, nargs="+", default=[4])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mode", default="throughput", help="the folder job's mode (default: throughput)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     (backend, precision), = parse_backends([a.backend])
     spec = load_model_spec()
-    views = np.zeros((a.batch_size, spec.view_size, spec.view_size, 3), dtype=np.uint8)
     rows = []
     for threads in a.threads:
         inferencer = open_inferencer(spec, backend=backend, precision=precision, threads=threads, mode=a.mode)
         try:
-            one = time_infer(inferencer, views, a.batch_size, seconds=a.seconds)
-            rows.append({"threads": threads, "batch_size": a.batch_size, "submitted": submitted(inferencer, views, a.seconds),
-                         "one_call_at_a_time": one})
+            for batch in a.batch_size:
+                views = np.zeros((batch, spec.view_size, spec.view_size, 3), dtype=np.uint8)
+                one = time_infer(inferencer, views, batch, seconds=a.seconds)
+                rows.append({"threads": threads, "batch_size": batch,
+                             "submitted": submitted(inferencer, views, a.seconds), "one_call_at_a_time": one})
         finally:
             inferencer.close()
     out = {"backend": f"{backend}:{precision}", "cores": os.cpu_count(), "views": "zeros", "rows": rows}

@@ -269,8 +269,19 @@ def test_cli_folder_study_with_one_plan_no_sweep_and_two_backends(tiny_folder):
     assert list(out["over_first"]["openvino:int8 over openvino:fp32"]) == ["frames=all"]
 
 
+def test_cli_folder_study_with_a_batch_size_runs_every_row_at_it(tiny_folder):
+    result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", "--frames", "default",
+                                      "--workers", "1", "--batch-size", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)["folder"]
+    rows = [*out["sampling"].values(), *out["workers"]]
+    assert len(rows) == 2 and {r["batch_size"] for r in rows} == {3}
+
+
 @pytest.mark.parametrize("args, code", [(["--workers", "1", "--no-sweep"], "E_USAGE"),
-                                         (["--backend", "nope"], "E_USAGE")])
+                                         (["--backend", "nope"], "E_USAGE"),
+                                         (["--batch-size", "4", "--batch-size", "8"], "E_USAGE"),
+                                         (["--decoder", "pyav+nvdec:0"], "E_USAGE")])
 def test_cli_folder_study_refuses_bad_combinations(tiny_folder, args, code):
     result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", *args])
     assert result.exit_code == 2 and f"error: {code}:" in result.stderr

@@ -105,12 +105,15 @@ def _warm(scorer) -> float:
 
 
 def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
-                  backend: tuple[str, str] | None = None, decoder: str | None = None) -> dict:
+                  backend: tuple[str, str] | None = None, decoder: str | None = None,
+                  batch_size: int | None = None) -> dict:
     from .pipeline import Scorer
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     if decoder is not None:
         chosen["decoder"], chosen["nvdec_workers"] = decoder_spec(decoder)
+    if batch_size is not None:
+        chosen["batch_size"] = batch_size
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
                  "decoder": scorer.options.decoder, "nvdec_workers": scorer.options.nvdec_workers,
@@ -211,7 +214,8 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
                  length_s: float = DEFAULT_LENGTH_S, keyframe_s: float = DEFAULT_KEYFRAME_S,
                  workers: Sequence[int] | None = None, sampling: Sequence = ("default", "all"), rounds: int = 1,
                  backends: Sequence[tuple[str, str]] | None = None, decoders: Sequence[str] | None = None,
-                 model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
+                 batch_size: int | None = None, model_dir: str | os.PathLike | None = None,
+                 progress=lambda msg: None) -> dict:
     """Videos per minute of a folder job by sampling and by worker count (module docstring).
 
     ``folder`` holding videos: they are scored as they are. An empty folder: ``videos`` clips
@@ -221,7 +225,7 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
     best round and the median. ``sampling``: the plans of the auto-split rows (empty: none).
     ``backends``: ``(name, precision)`` pairs, each setting run on each in turn (default: the
     Scorer's default backend alone). ``decoders``: decoders, each crossed with each backend
-    (default: the Scorer's default decoder).
+    (default: the Scorer's default decoder). ``batch_size``: every Scorer's (default: auto).
     """
     if rounds < 1:
         raise UsageError(f"rounds must be >= 1, got {rounds}")
@@ -265,7 +269,7 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
             progress(f"round {r + 1}/{rounds}: {len(paths)} videos, {_label(*b)}, frames={frames}, "
                      + ("auto split" if w is None else f"--workers {w}"))
             runs[kind, key, _label(*b)].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
-                                                             backend=b[0], decoder=b[1]))
+                                                             backend=b[0], decoder=b[1], batch_size=batch_size))
     by_backend = {label: _backend_result(runs, label, len(paths)) for label in labels}
     out.update(by_backend[labels[0]])  # the first backend's rows at the top, as with one backend
     out["by_backend"] = by_backend

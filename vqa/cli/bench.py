@@ -42,7 +42,8 @@ _FIELDS = {f.name: f for f in cli_fields()}
                    "pyav+nvdec:N adds N NVDEC workers beside the CPU ones (--nvdec-workers N). "
                    "e.g. --backend cuda:fp16 --decoder pyav --decoder pyav+nvdec:4.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
-              help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32).")
+              help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32); folder study: one "
+                   "batch size for every row (default: auto).")
 @click.option("--seconds", type=click.FloatRange(min=0.001), default=None,
               help="Timing window per batch-study point, after warm-up (default 1, quick 0.3).")
 @option_for(_FIELDS["frames"], default=None, help="Sampling of the pipeline study (default 'all', which also "
@@ -66,7 +67,7 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
             fail("E_USAGE", "--workers and --no-sweep contradict each other", EXIT_USAGE)
         _bench_folder(clip, studies, videos=videos, clip_spec=clip_spec, sweep=[] if no_sweep else sweep or None,
                       rounds=rounds, as_json=as_json, model_dir=model_dir, backends=backends, frames=frames,
-                      decoders=decoders)
+                      decoders=decoders, batch_sizes=batch_sizes)
         return
     try:
         result = vqa_bench.run_benchmark(
@@ -82,7 +83,7 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
 
 
 def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, model_dir, backends, frames,
-                  decoders=()) -> None:
+                  decoders=(), batch_sizes=()) -> None:
     """The folder and command studies (vqa.bench_folder), alone or together."""
     import json
 
@@ -105,10 +106,13 @@ def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, m
                     raise UsageError(f"--clip-spec must be WxH,SECONDS,KEYFRAME_S, got {clip_spec!r}") from None
             if frames is not None:
                 spec["sampling"] = (frames,)
+            if len(batch_sizes) > 1:
+                raise UsageError(f"the folder study takes one --batch-size, got {len(batch_sizes)}")
             out["folder"] = bench_folder.folder_study(path, videos=videos or bench_folder.DEFAULT_VIDEOS,
                                                       workers=sweep, rounds=rounds, model_dir=model_dir,
                                                       backends=parse_backends(backends) if backends else None,
-                                                      decoders=list(decoders) or None, progress=progress, **spec)
+                                                      decoders=list(decoders) or None, progress=progress,
+                                                      batch_size=batch_sizes[0] if batch_sizes else None, **spec)
         if "command" in studies:
             out["command"] = bench_folder.command_study(path, model_dir=model_dir, progress=progress)
     except VQAError as e:
