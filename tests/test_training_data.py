@@ -207,3 +207,43 @@ def test_pairs_set_aside_for_validation_are_never_drawn_for_training(tmp_path):
     assert len(check) == 2 * md.PAIR_CHECK_WINDOWS and {s["source"] for s in check} == {2}
     for clean, noisy in zip(check[::2], check[1::2]):
         assert (clean["real"], noisy["real"]) == ("pair_clean", "pair_noisy") and clean["seed"] == noisy["seed"]
+
+
+def test_smearing_at_the_working_scale_wipes_what_the_view_sees_and_keeps_finer_texture():
+    import cv2
+    rng = np.random.default_rng(4)
+    coarse = cv2.resize(rng.integers(0, 255, (64, 64, 3)).astype(np.uint8), (256, 256), interpolation=cv2.INTER_CUBIC)
+    frames = np.stack([np.clip(coarse + rng.normal(0, 6, coarse.shape), 0, 255).astype(np.uint8)] * 2)
+    assert np.array_equal(synth.smear_working(frames, 40, 3, 1.0), synth.smear(frames, 40, 3))  # at scale 1: smear
+    out = synth.smear_working(frames, 40, 3, 0.25)
+    assert out.shape == frames.shape and out.dtype == np.uint8
+
+    def small(x):
+        return cv2.resize(x, (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+
+    want = cv2.bilateralFilter(small(frames[0]).astype(np.uint8), 0, 40, 3).astype(np.float32)
+    assert np.abs(small(out[0]) - want).mean() < 0.5  # at the working scale: the filter's own result
+    assert np.abs(small(out[0]) - small(frames[0])).mean() > 3  # and it did change the picture there
+    fine = frames[0].astype(np.float32) - cv2.resize(small(frames[0]), (256, 256), interpolation=cv2.INTER_LINEAR)
+    kept = out[0].astype(np.float32) - cv2.resize(small(out[0]), (256, 256), interpolation=cv2.INTER_LINEAR)
+    assert np.corrcoef(fine.ravel(), kept.ravel())[0, 1] > 0.9  # texture finer than the working scale stays
+
+
+def test_model_6_sets_a_whole_camera_aside_and_smears_training_clips_at_the_working_scale(tmp_path):
+    import cv2
+    cv2.imwrite(str(tmp_path / "a.png"), np.random.default_rng(0).integers(0, 255, (300, 400, 3)).astype(np.uint8))
+    pair = {"split": "train", "kind": "pair", "width": 512, "height": 512, "file": "p.jpg"}
+    entries = [{"id": "still/a", "split": "train", "kind": "still", "file": "a.png", "width": 400, "height": 300},
+               {**pair, "id": "polyu_pairs/Sony_x_1"}, {**pair, "id": md.VAL_PAIRS_V6[0] + "5_200_3200_toy_1"},
+               {**pair, "id": md.VAL_PAIRS_V6[0] + "5_200_3200_toy_2"}]
+    (tmp_path / "content.json").write_text(json.dumps(entries))
+    specs = md.plan_split(tmp_path, "train", 400, 7, kinds=md.TRAIN_KINDS_V5, hold=md.VAL_PAIRS_V6,
+                          smear_scale="working")
+    drawn = {s["source"] for s in specs} | {s["real_noise"][0] for s in specs if "real_noise" in s}
+    assert 1 in drawn and not drawn & {2, 3}
+    smeared = [s for s in specs if "smear" in s]
+    assert smeared and all(s["smear_scale"] == "working" for s in smeared)
+    assert not any("smear_scale" in s for s in md.plan_split(tmp_path, "train", 100, 7, kinds=md.TRAIN_KINDS_V5))
+    check = md.pair_check_specs([(e["width"], e["height"], e["kind"]) for e in entries], [e["id"] for e in entries],
+                                9, held=md.VAL_PAIRS_V6)
+    assert {s["source"] for s in check} == {2, 3} and len(check) == 2 * 2 * md.PAIR_CHECK_WINDOWS
