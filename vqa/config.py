@@ -54,8 +54,8 @@ DECODERS = tuple(decode.KNOWN_BACKENDS)
 # Decoders whose workers get no address-space limit by default: CUDA reserves far more
 # virtual memory at start-up (tens of GiB, never resident) than any useful RLIMIT_AS.
 UNLIMITED_DECODERS = ("nvdec",)
-# --nvdec-workers: NVDEC workers beside the CPU decoder whose pixels NVDEC's equal bit for bit
-# (vqa.decode.nvdec), so a record does not depend on which worker took the video.
+# --nvdec-workers: NVDEC workers beside workers of the first decoder, whose pixels NVDEC's
+# equal bit for bit (vqa.decode.nvdec): a record does not depend on which worker took the video.
 HYBRID_DECODER = ("pyav", "nvdec")
 
 
