@@ -9,6 +9,8 @@
 #                                                    # clips, both models' frame results
 # The code runs from /tmp/code (this branch's scripts/ and vqa/, a copy: VQA_GIT_SHA names its
 # commit); model 3 is the checkout's models/ (main's, 3.0.0); model 5 goes to /tmp/v5.
+# MIX=v6 VERSION=6.0.0 makes the next one the same way from make_dataset's v6 mix (a whole camera
+# set aside for the pair check, the smearing filter at the working scale); its files keep v5's names.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
@@ -79,7 +81,7 @@ print('staged')" || exit 3
     # pair check (VAL_PAIRS, set aside from training); training is new clips (its own seed) in
     # model 5's mix (make_dataset.TRAIN_KINDS_V5, twins).
     python3 $S/make_dataset.py --content $T/p_tv --out $T/data --val 400 --train ${CLIPS:-2400} \
-      --train-seed 20261205 --mix v5 --workers 15 --device ${DEVICE:-cuda} 2>&1 | tee $T/logs/data_log.txt
+      --train-seed 20261205 --mix ${MIX:-v5} --workers 15 --device ${DEVICE:-cuda} 2>&1 | tee $T/logs/data_log.txt
     took dataset
     # 2. Two fine-tunings from model 3 side by side on the GPU (peak learning rates 3e-4, model 4's
     # pick, and 1e-4), twins' pair loss on; each keeps its best epoch so far on disk and stops in
@@ -123,7 +125,7 @@ print(max(m, key=lambda lr: m[lr]['selection']) if m else '')")
     echo "picked lr $best" | tee $T/logs/picked.txt
     [ -n "$best" ] || exit 1
     mkdir -p $T/v5 && cp $T/m_$best/vqa-effl0.pt $T/v5/
-    python3 $S/export.py --weights $T/v5/vqa-effl0.pt --out $T/v5 --version 5.0.0 --pytorch-only \
+    python3 $S/export.py --weights $T/v5/vqa-effl0.pt --out $T/v5 --version ${VERSION:-5.0.0} --pytorch-only \
       --decision-from models/vqa.json > /dev/null
     for lr in 3e-4 1e-4; do cp $T/m_$lr/val_metrics.json $T/logs/val_metrics_$lr.json || true; done
     cp $T/v5/vqa-effl0.pt "$out/weights_$best.pt"
