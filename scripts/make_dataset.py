@@ -503,6 +503,9 @@ def generate(root: Path, split: str, specs: list[dict], workers: int, device: st
     views, fvmaf, owner, records = [], [], [], []
     clips_dir = out / f"{name}_clips"
     t0 = time.time()
+    # Imported here first: multiprocessing.Pool replaces a worker whose initializer raises with
+    # another that raises again, forever (a missing vmaf-torch spun 15 minutes in a dry run).
+    import vmaf_torch  # noqa: F401
     ctx = mp.get_context("spawn")
     with ctx.Pool(workers, initializer=_init, initargs=(root, sources, device)) as pool:
         for k, r in enumerate(pool.imap(make_clip, [(s, views_as) for s in specs], chunksize=1)):
