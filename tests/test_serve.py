@@ -188,3 +188,22 @@ def test_past_the_queue_the_server_answers_429_with_retry_after(server, tmp_path
     assert re.search(r'^vqa_errors_total\{code="E_NOT_VIDEO"\} \d+$', metrics, re.M)
     assert re.search(r'^vqa_http_requests_total\{route="/v1/score",status="429"\} [1-9]', metrics, re.M)
     assert "vqa_queue_jobs " in metrics and "vqa_video_seconds_count " in metrics
+
+
+def test_health_names_nvdec_workers_beside_the_cpu_ones():
+    """With --nvdec-workers the pool holds more processes than ``workers``: health says how many
+    of them are NVDEC's, and every one of them must be alive for ok."""
+    from types import SimpleNamespace
+
+    from vqa.serve.engine import health
+
+    me = os.getpid()
+    engine = SimpleNamespace(broken=None, pool=SimpleNamespace(pids=[me, me, me]))
+    scorer = SimpleNamespace(_engine=engine, inferencer=object(), workers=2, _closed=False,
+                             resolved=SimpleNamespace(nvdec_workers=1))
+    got = health(scorer)
+    assert got["ok"] and (got["workers"], got["nvdec_workers"], got["workers_alive"]) == (2, 1, 3)
+    engine.pool.pids = [me, me, 2 ** 22 + 7]  # no such process
+    assert not health(scorer)["ok"]
+    scorer.resolved.nvdec_workers = 0
+    assert "nvdec_workers" not in health(scorer)

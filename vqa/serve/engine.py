@@ -105,7 +105,9 @@ def health(scorer) -> dict[str, Any]:
     alive = sum(1 for pid in pids if _alive(pid))
     model = getattr(scorer, "inferencer", None) is not None
     ok = model and broken is None and alive == len(pids) and not getattr(scorer, "_closed", False)
+    nvdec = getattr(getattr(scorer, "resolved", None), "nvdec_workers", 0)
     return {"ok": ok, "model_loaded": model, "workers": scorer.workers, "workers_alive": alive,
+            **({"nvdec_workers": nvdec} if nvdec else {}),  # counted in workers_alive too
             **({"error": repr(broken)} if broken is not None else {})}
 
 
