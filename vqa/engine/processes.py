@@ -15,6 +15,7 @@ from typing import Any
 
 from ..batch import RingSpec
 from ..codes import ErrorCode
+from ..config import HYBRID_DECODER, UNLIMITED_DECODERS
 from ..errors import BackendUnavailable, UsageError, VQAError
 from ..preprocess import TRAINING, Geometry
 from . import prestart
@@ -105,9 +106,9 @@ class WorkerPool:
         self._decoder = decoder  # imported by each worker as it starts
         self._pid = os.getpid()
         _pools.add(self)
-        # ``nvdec_workers`` more after the ``workers``: NVDEC decodes their videos (vqa.config.HYBRID_DECODER)
+        # ``nvdec_workers`` more after the ``workers``: NVDEC decodes their videos
         self._workers = [_Worker(range(i * slots_per_worker, (i + 1) * slots_per_worker),
-                                 "nvdec" if i >= workers else None) for i in range(workers + nvdec_workers)]
+                                 HYBRID_DECODER[1] if i >= workers else None) for i in range(workers + nvdec_workers)]
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
         self._boot_failures = 0  # workers in a row that died before "ready"
@@ -121,8 +122,9 @@ class WorkerPool:
     def _spawn(self, w: _Worker) -> None:
         free = [s for s in w.slots if s not in self._parent_held]
         settings: tuple = (self._spec, free, self._memory_mb, 1, self._geometry, self._decoder)
-        if w.decoder is not None:  # CUDA maps tens of GiB of address space: no limit (vqa.config.UNLIMITED_DECODERS)
-            settings = (self._spec, free, None, 1, self._geometry, w.decoder, True)
+        if w.decoder is not None:  # beside the others; CUDA maps tens of GiB of address space: no limit
+            memory = None if w.decoder in UNLIMITED_DECODERS else self._memory_mb
+            settings = (self._spec, free, memory, 1, self._geometry, w.decoder, True)
         waiting = prestart.take(self._ctx)  # one the command started as it started, if any
         if waiting is not None:
             w.process, parent_end = waiting
