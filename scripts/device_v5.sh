@@ -6,6 +6,7 @@
 #   bash scripts/device_v5.sh pack P_TV P_TEST DIR   # here: DIR/c1, DIR/c2, DIR/c3 (.tar.xz parts)
 #   bash scripts/device_v5.sh stage DIR/cN           # there: unpack a part into /tmp
 #   bash scripts/device_v5.sh run OUT                # there: sets, two trainings, test and calibration
+#                                                    # (STEP=data, then STEP=train: the same in two calls)
 #                                                    # clips, both models' frame results
 # The code runs from /tmp/code (this branch's scripts/ and vqa/, a copy: VQA_GIT_SHA names its
 # commit); model 3 is the checkout's models/ (main's, 3.0.0); model 5 goes to /tmp/v5.
@@ -74,15 +75,22 @@ for d in ('$T/p_tv', '$T/p_test'):
 import av, vmaf_torch  # noqa: F401
 print('staged')" || exit 3
     limit=${LIMIT:-500}  # seconds: every step ends in time for the frame results to come back
-    [ -n "${KEEP_DATA:-}" ] || rm -rf $T/data  # KEEP_DATA: a dry run's small sets, made beforehand
+    # STEP=data makes the sets alone and STEP=train the rest from them, in the next call on the warm
+    # machine: each gets a whole call (a set of 2,400 clips took about 400 s, more than half of one).
+    step=${STEP:-all}
+    [ -n "${KEEP_DATA:-}" ] || [ "$step" = train ] || rm -rf $T/data  # KEEP_DATA: a dry run's small sets
     rm -rf $T/t $T/cal $T/s $T/m_* $T/v5 $T/logs && mkdir -p $T/s $T/logs
     trap 'cp $T/data/*.json $T/logs/ 2>/dev/null; tar -cJf "$out/logs.tar.xz" -C $T logs' EXIT  # whatever happens
+    if [ "$step" != train ]; then
     # 1. Sets (all 15 cores): validation keeps model 3's plan (seed 20261201 + 1, KINDS), plus the
     # pair check (VAL_PAIRS, set aside from training); training is new clips (its own seed) in
     # model 5's mix (make_dataset.TRAIN_KINDS_V5, twins).
     python3 $S/make_dataset.py --content $T/p_tv --out $T/data --val 400 --train ${CLIPS:-2400} \
       --train-seed 20261205 --mix ${MIX:-v5} --workers 15 --device ${DEVICE:-cuda} 2>&1 | tee $T/logs/data_log.txt
     took dataset
+    fi
+    [ "$step" != data ] || exit 0
+    [ -f $T/data/train.json ] || { echo "no sets in $T/data: run STEP=data first" >&2; exit 3; }
     # 2. Two fine-tunings from model 3 side by side on the GPU (peak learning rates 3e-4, model 4's
     # pick, and 1e-4), twins' pair loss on; each keeps its best epoch so far on disk and stops in
     # time for step 4. Meanwhile the cores make the test clips (the 543 of model 3's plan that
