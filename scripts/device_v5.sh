@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Model 5.0.0 on the lent GPU machine (one H200, 16 cores), in calls a warm machine chains (it
 # keeps /tmp for about 30 s after a call). What travels is at most 64 MiB with the checkout
-# (about 36 MiB of tracked files), so the code, PyAV, vmaf-torch and the packed content come in
+# (about 40 MiB of tracked files), so the code, PyAV, vmaf-torch and the packed content come in
 # three parts; the last part's call also makes, trains and tests (one call, no test call after):
 #   bash scripts/device_v5.sh pack P_TV P_TEST DIR   # here: DIR/c1, DIR/c2, DIR/c3 (.tar.xz parts)
 #   bash scripts/device_v5.sh stage DIR/cN           # there: unpack a part into /tmp
 #   bash scripts/device_v5.sh run OUT                # there: sets, two trainings, test and calibration
-#                                                    # (STEP=data, then STEP=train: the same in two calls)
-#                                                    # clips, both models' frame results
+#                                                    # clips, both models' frame results (STEP=data,
+#                                                    # then STEP=train: the same in two calls)
 # The code runs from /tmp/code (this branch's scripts/ and vqa/, a copy: VQA_GIT_SHA names its
 # commit); model 3 is the checkout's models/ (main's, 3.0.0); model 5 goes to /tmp/v5.
 # MIX=v6 VERSION=6.0.0 makes the next one the same way from make_dataset's v6 mix (a whole camera
@@ -31,7 +31,8 @@ case $1 in
     tar -cJf "$dir"/c1/code.tar.xz -C "$dir"/code code
     tar -cJf "$dir"/c1/site-av.tar.xz -C "${WHEELS:?unpacked PyAV}"/av .
     tar -cJf "$dir"/c1/site-vmaf.tar.xz -C "$WHEELS"/vmaf .
-    # Content in three lists, by size: 27 MB in c2, the first 2.8 MB and the rest with P_TEST in c3.
+    # Content in two lists, by size: the first 24 MB in c2, the rest with P_TEST in c3 (each part
+    # under 25 MB: the checkout takes about 41 of the 67 MB a call carries).
     (cd "$(dirname "$tv")" && find "$(basename "$tv")" -type f | sort) | python3 -c "
 import os, sys
 base = sys.argv[1]
@@ -39,12 +40,12 @@ files = [f.strip() for f in sys.stdin]
 parts, size = [[], [], []], 0
 for f in files:
     size += os.path.getsize(os.path.join(base, f))
-    parts[0 if size < 2.8e6 else 1 if size < 30e6 else 2].append(f)
+    parts[1 if size < 24e6 else 2].append(f)
 for name, p in zip('abc', parts):
     open(f'$dir/p_tv_{name}.txt', 'w').write('\n'.join(p) + '\n')
 " "$(dirname "$tv")"
-    for n in a b c; do
-      c=$([ $n = b ] && echo c2 || echo c3)  # c1 stays under 26 MB: the checkout grows
+    for n in b c; do
+      c=$([ $n = b ] && echo c2 || echo c3)
       tar -cJf "$dir/$c/p_tv_$n.tar.xz" -C "$(dirname "$tv")" -T "$dir/p_tv_$n.txt"
     done
     tar -cJf "$dir"/c3/p_test.tar.xz -C "$(dirname "$test")" "$(basename "$test")"
