@@ -19,8 +19,8 @@ took() { echo "$1: $(( $(date +%s) - start )) s"; }
 until_() { local s=$(( $1 - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }  # seconds left before $1, at least 1
 case $1 in
   pack)
-    # The parts: c1 code + wheels (PyAV, vmaf-torch, yuvio, unpacked as pip --target places them);
-    # c2 most of the content; c3 the rest and the test content. Content as
+    # The parts: c1 PyAV (unpacked as pip --target places it; about 24.7 MB); c2 the code,
+    # vmaf-torch and yuvio, and most of the content; c3 the rest and the test content. Content as
     # scripts/content.py packs it (models/README.md, "Model 5.0.0"); WHEELS: the unpacked wheels.
     tv=$2 test=$3 dir=$4
     root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,9 +28,10 @@ case $1 in
     cp -r "$root"/scripts "$root"/vqa "$dir"/code/code/
     find "$dir"/code/code -name __pycache__ -prune -exec rm -rf {} +
     git -C "$root" rev-parse HEAD > "$dir"/code/code/COMMIT
-    tar -cJf "$dir"/c1/code.tar.xz -C "$dir"/code code
+    find "$dir"/code/code/scripts/results -delete  # measurements, not code: the call's size is tight
+    tar -cJf "$dir"/c2/code.tar.xz -C "$dir"/code code
     tar -cJf "$dir"/c1/site-av.tar.xz -C "${WHEELS:?unpacked PyAV}"/av .
-    tar -cJf "$dir"/c1/site-vmaf.tar.xz -C "$WHEELS"/vmaf .
+    tar -cJf "$dir"/c2/site-vmaf.tar.xz -C "$WHEELS"/vmaf .
     # Content in two lists, by size: the first 24 MB in c2, the rest with P_TEST in c3 (each part
     # under 25 MB: the checkout takes about 41 of the 67 MB a call carries).
     (cd "$(dirname "$tv")" && find "$(basename "$tv")" -type f | sort) | python3 -c "
