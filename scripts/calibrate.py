@@ -21,6 +21,16 @@ keeps the clips and the pipeline's frame results, so choosing again needs no res
 
     python scripts/calibrate.py --content P_VAL --clips 400 --real --cap 0.01 --keep noise \
         --cache /tmp/cal --out models/calibration.json --manifest models/vqa.json
+
+``--categories VAL`` is a step of its own: the category bounds (the decision's
+``category_thresholds``), chosen on validation's 400 clips with their VMAF labels
+(``threshold_test.py make --split val``, then ``score``: VAL holds test.jsonl and frames.pkl).
+The bounds are the viewer's VMAF bands (scripts/targets.py: 90, 70, 50, 30) less one shift
+for all; the shift kept is the one whose categories fall within one class of the clip's band
+most often (the issue's measure), ties: more exactly in their band, then the smaller shift.
+It is merged into ``--out`` (a "categories" block) and written into ``--manifest``:
+
+    python scripts/calibrate.py --categories /tmp/valc --out models/calibration.json --manifest models/vqa.json
 """
 from __future__ import annotations
 
@@ -48,6 +58,7 @@ from vqa.types import MODEL_DEFECTS  # noqa: E402
 HEADS = ("blur", "noise", "low_resolution", "dark", "overexposed")
 THRESHOLDS = np.round(np.r_[np.arange(0.3, 0.951, 0.05), 0.97, 0.98, 0.99], 2)
 DARK_P98 = (None, 220.0, 200.0, 180.0, 160.0, 150.0, 140.0)
+CATEGORY_SHIFTS = tuple(np.round(np.arange(0.0, 15.01, 2.5), 1))  # below the VMAF bands, in points
 
 
 def key(spec: dict) -> str:
@@ -223,7 +234,24 @@ def main() -> None:
     ap.add_argument("--make-only", action="store_true",
                     help="make the clips into --cache and stop (score them elsewhere, in parts: "
                          "threshold_test.py score --clips CACHE; merge the parts into CACHE/frames.pkl)")
+    ap.add_argument("--categories", type=Path, default=None, metavar="VAL",
+                    help="choose the category bounds alone, on these validation clips with VMAF labels "
+                         "(threshold_test.py make --split val, then score); no clips are made")
     a = ap.parse_args()
+    if a.categories:
+        from threshold_test import decision_of
+        if a.manifest is None:
+            raise SystemExit("--categories needs --manifest: the decision block the rest is judged under")
+        report = choose_categories(a.categories, decision_of(a.manifest))
+        report["command"] = "python scripts/calibrate.py " + " ".join(sys.argv[1:])
+        print(json.dumps({k: v for k, v in report.items() if k != "trials"}, indent=1))
+        if a.out:  # beside the defect thresholds' choice, if the file holds one
+            out = json.loads(a.out.read_text()) if a.out.exists() else {}
+            out["categories"] = report
+            a.out.write_text(json.dumps(out, indent=1) + "\n")
+        if a.manifest:
+            write_decision(a.manifest, {}, report["chosen"])
+        return
     specs = plan(a.content, a.clips, a.seed, a.real)
     cache = a.cache or Path(tempfile.mkdtemp(prefix="vqa-cal-"))
     made = made_clips(specs, a.content, cache, a.workers)
@@ -250,7 +278,29 @@ def main() -> None:
         write_decision(a.manifest, out["chosen"])
 
 
-def write_decision(manifest: Path, chosen: dict) -> None:
+def choose_categories(val: Path, decision: agg.Decision) -> dict:
+    """The shift of the category bounds below the VMAF bands (``--categories``; the module's
+    docstring gives the rule), judged on the clips of ``val`` under ``decision`` otherwise."""
+    import targets as tg
+    from threshold_test import load_clips, records
+    clips = load_clips(val)
+    frames = pickle.loads((val / "frames.pkl").read_bytes())
+    clips = [c for c in clips if c["file"] in frames]
+    names = [name for _, name in decision.category_thresholds]
+    trials = []
+    for shift in CATEGORY_SHIFTS:
+        bounds = tuple((bound - float(shift), name) for bound, name in zip(tg.BANDS, names))
+        got = tg.targets(clips, records(frames, dataclasses.replace(decision, category_thresholds=bounds)))
+        agree = got["category_within_one_band"]
+        trials.append({"shift": float(shift), "bounds": {name: b for b, name in bounds},
+                       "within_one": agree["viewer_vmaf"], "exact": agree["exact_viewer_vmaf"]})
+    best = max(trials, key=lambda t: (round(t["within_one"], 6), round(t["exact"], 6), -t["shift"]))
+    shipped = {name: bound for bound, name in decision.category_thresholds}
+    return {"clips": len(clips), "set": str(val), "chosen": best["bounds"], "shift": best["shift"],
+            "within_one": best["within_one"], "exact": best["exact"], "shipped": shipped, "trials": trials}
+
+
+def write_decision(manifest: Path, chosen: dict, categories: dict | None = None) -> None:
     """Put the chosen thresholds (``calibration.json``'s "chosen") into the manifest's decision
     block; every other field of the manifest stays as it is."""
     data = json.loads(manifest.read_text())
@@ -259,6 +309,8 @@ def write_decision(manifest: Path, chosen: dict) -> None:
         block["defect_probability"][kind] = choice["threshold"]
     if "dark" in chosen:
         block["dark"]["luma_p98_max"] = chosen["dark"]["luma_p98_bound"]
+    if categories is not None:
+        block["category_thresholds"] = categories
     manifest.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -35,6 +35,7 @@ from vqa import aggregate as agg  # noqa: E402
 
 SEED = 20261201 + 2  # make_dataset.py's test seed
 RANDOM, LADDERS = 200, 30  # the full test set's plan
+VAL_SEED, VAL_CLIPS = 20261201 + 1, 400  # make_dataset.py's validation plan (models 3 to 6)
 
 
 def ladder_index(spec: dict, seed: int = SEED) -> int | None:
@@ -44,16 +45,20 @@ def ladder_index(spec: dict, seed: int = SEED) -> int | None:
     return i - 700_000 if i >= 700_000 else i - 500_000
 
 
-def key(spec: dict) -> str:
+def key(spec: dict, split: str = "test") -> str:
     """A clip's name: its seed, and which half of a PolyU pair or which ladder step (they share a seed)."""
     step = "_{}{}".format(*spec["ladder"]) if "ladder" in spec else ""
-    return f"test_{spec['seed']}{spec.get('real', '').removeprefix('pair')}{step}"
+    return f"{split}_{spec['seed']}{spec.get('real', '').removeprefix('pair')}{step}"
 
 
-def plan(content: Path, ladders: int) -> list[dict]:
+def plan(content: Path, ladders: int, split: str = "test") -> list[dict]:
     """The full test set's specs (make_dataset.plan_split), the first ``ladders`` ladders kept;
     in the order made here: every test source as it is and the PolyU pairs, then the random
-    clips in the order they were drawn, then the ladders (so a run cut short is a prefix)."""
+    clips in the order they were drawn, then the ladders (so a run cut short is a prefix).
+    ``split="val"``: validation's 400 clips instead, as training judged its epochs on them
+    (make_dataset's val plan: seed 20261201 + 1, model 3's mix), made as clips to choose on."""
+    if split == "val":
+        return sorted(md.plan_split(content, "val", VAL_CLIPS, VAL_SEED), key=lambda s: s["seed"])
     specs = md.plan_split(content, "test", RANDOM, SEED, LADDERS, real=True)
     real = sorted((s for s in specs if "real" in s), key=lambda s: s["width"] * s["height"])
     rand = sorted((s for s in specs if "real" not in s and "ladder" not in s), key=lambda s: s["seed"])
@@ -79,7 +84,7 @@ def make(a) -> None:
     import multiprocessing as mp
 
     import synth
-    specs = plan(a.content, a.ladders)
+    specs = plan(a.content, a.ladders, a.split)
     if a.random is not None:
         rand = [s for s in specs if "real" not in s and "ladder" not in s][a.random:]
         specs = [s for s in specs if not any(s is r for r in rand)]
@@ -88,16 +93,16 @@ def make(a) -> None:
     out.mkdir(parents=True, exist_ok=True)
     index = a.out / "test.jsonl"
     done = {json.loads(line)["key"] for line in index.read_text().splitlines()} if index.exists() else set()
-    todo = [s for s in specs if key(s) not in done]
-    sources = md.load_content(a.content, "test")
+    todo = [s for s in specs if key(s, a.split) not in done]
+    sources = md.load_content(a.content, a.split)
     print(f"{len(specs)} clips planned, {len(todo)} to make", flush=True)
     with mp.get_context("spawn").Pool(a.workers, initializer=md._init, initargs=(a.content, sources, a.device)) as pool, \
             open(index, "a") as f:
         for n, r in enumerate(pool.imap_unordered(md.make_clip, [(s, "test") for s in todo], chunksize=1)):
             spec = r["spec"]
-            name = f"{key(spec)}.{synth.CODECS[spec['codec']][0]}"
+            name = f"{key(spec, a.split)}.{synth.CODECS[spec['codec']][0]}"
             (out / name).write_bytes(r["bytes"])
-            rec = {"key": key(spec), "file": name, "spec": spec, "vmaf": r["vmaf"], "vmaf_codec": r["vmaf_codec"],
+            rec = {"key": key(spec, a.split), "file": name, "spec": spec, "vmaf": r["vmaf"], "vmaf_codec": r["vmaf_codec"],
                    "target": r["target"], "sigma_eff": r["sigma_eff"],
                    "labels": dict(zip(md.MODEL_DEFECTS, r["labels"])),
                    "source": "graphics" if spec["source"] == "graphics" else sources[spec["source"]]["id"]}
@@ -258,6 +263,8 @@ def main() -> None:
     m.add_argument("--no-real", action="store_true", help="leave out the test sources as they are")
     m.add_argument("--real-only", action="store_true",
                    help="only every test source as it is, the PolyU pairs' halves first (no random clips, no ladders)")
+    m.add_argument("--split", choices=("test", "val"), default="test",
+                   help="val: validation's 400 clips (CONTENT must hold the val split), for calibrate.py --categories")
     m.add_argument("--workers", type=int, default=2)
     m.add_argument("--device", default="cpu", help="where vmaf-torch runs (cuda on the GPU machine)")
     s = sub.add_parser("score")

@@ -74,12 +74,23 @@ def of_type(defects, kind):
 
 # --- categories --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("score, expected", [
-    (100.0, "excellent"), (80.0, "excellent"), (79.99, "good"), (60.0, "good"), (59.99, "fair"),
-    (40.0, "fair"), (39.99, "poor"), (20.0, "poor"), (19.99, "bad"), (0.0, "bad"),
-])
+def _boundaries():
+    """Each shipped bound gives its category, and just under it the next one down."""
+    names = [name for _, name in CATEGORY_THRESHOLDS] + ["bad"]
+    cases = [(100.0, "excellent"), (0.0, "bad")]
+    for i, (bound, name) in enumerate(CATEGORY_THRESHOLDS):
+        cases += [(bound, name), (bound - 0.01, names[i + 1])]
+    return cases
+
+
+@pytest.mark.parametrize("score, expected", _boundaries())
 def test_category_boundaries(score, expected):
     assert category(score) == expected
+
+
+def test_the_shipped_bounds_are_the_viewer_vmaf_bands():
+    # calibrate.py --categories chose them on validation (models/calibration.json)
+    assert [b for b, _ in CATEGORY_THRESHOLDS] == [90.0, 70.0, 50.0, 30.0]
 
 
 def test_thresholds_descend_and_cover_every_category():
@@ -466,8 +477,8 @@ def test_a_clip_black_throughout_is_bad():
 
 
 def test_picture_defects_do_not_cap_the_category_twice():
-    # Blur over the whole clip: the score already says how much it costs (here 85: excellent).
-    row = outputs(85.0)
+    # Blur over the whole clip: the score already says how much it costs (here 95: excellent).
+    row = outputs(95.0)
     row[1 + MODEL_DEFECTS.index("blur")] = 6.0
     st = [stats(thumb_seed=i) for i in range(50)]
     score, cat, defects = aggregate(frames_in_one_run([row] * 50, st), one_run_plan(50, 2.0), 2.0)
@@ -517,9 +528,10 @@ def test_clip_with_a_black_second_and_a_frozen_second_is_not_excellent():
 
 
 def test_category_follows_the_reported_score():
-    rows = [outputs(79.96)] * 4
+    bound = CATEGORY_THRESHOLDS[0][0]
+    rows = [outputs(bound - 0.04)] * 4  # rounds up to the bound
     score, cat, _ = aggregate(frames_in_one_run(rows), one_run_plan(4, 4 / FPS), 4 / FPS)
-    assert score == 80.0 and cat == "excellent"
+    assert score == bound and cat == "excellent"
 
 
 def test_touching_segments_of_one_type_merge_and_none_has_zero_width():

@@ -69,3 +69,46 @@ def test_keep_ships_the_old_threshold_and_reports_the_rules():
     row = calibrate.choose(inputs, labels, clean, real, SHIPPED, 0.1, keep=("noise",))["noise"]
     assert row["kept"] and row["threshold"] == SHIPPED.defect_probability["noise"]
     assert row["rule_threshold"] == 0.85 and row["rule_f1"] == 20 / 22
+
+
+def val_set(tmp_path: Path, lag: float) -> Path:
+    """Validation clips with VMAF labels (as threshold_test.py make --split val writes them)
+    whose every frame scores ``lag`` points under the clip's VMAF, and their frame results."""
+    import json
+    import pickle
+    clips, frames = [], {}
+    for i, vmaf in enumerate(np.linspace(5, 99, 48)):
+        name = f"val_{i}.mp4"
+        clips.append({"key": name, "file": name, "spec": {"seed": i, "kind": "clean"}, "vmaf": float(vmaf),
+                      "vmaf_codec": float(vmaf), "target": float(vmaf), "sigma_eff": 0.0,
+                      "labels": dict.fromkeys(MODEL_DEFECTS, 0), "source": f"s{i}"})
+        frames_, plan, duration = clip(0.05, i)
+        for f in frames_:
+            f.outputs[0] = vmaf - lag
+        frames[name] = (frames_, plan, duration)
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(c) + "\n" for c in clips))
+    (tmp_path / "frames.pkl").write_bytes(pickle.dumps(frames))
+    return tmp_path
+
+
+def test_the_category_bounds_follow_how_far_scores_sit_under_the_vmaf_bands(tmp_path):
+    # Scores 5 under VMAF: bounds 5 under the bands put every clip in its own band.
+    report = calibrate.choose_categories(val_set(tmp_path, 5.0), SHIPPED)
+    assert report["shift"] == 5.0
+    assert report["chosen"] == {"excellent": 85.0, "good": 65.0, "fair": 45.0, "poor": 25.0}
+    assert report["exact"] == 1.0 and report["within_one"] == 1.0
+    # Scores on VMAF: the bands themselves.
+    assert calibrate.choose_categories(val_set(tmp_path, 0.0), SHIPPED)["shift"] == 0.0
+
+
+def test_the_category_choice_goes_into_the_manifest_and_nothing_else_moves(tmp_path):
+    import json
+    manifest = tmp_path / "vqa.json"
+    manifest.write_text((Path(__file__).resolve().parents[1] / "models" / "vqa.json").read_text())
+    before = json.loads(manifest.read_text())
+    bounds = {"excellent": 85.0, "good": 65.0, "fair": 45.0, "poor": 25.0}
+    calibrate.write_decision(manifest, {}, bounds)
+    after = json.loads(manifest.read_text())
+    assert after["decision"].pop("category_thresholds") == bounds
+    before["decision"].pop("category_thresholds")
+    assert after == before

@@ -50,7 +50,7 @@ def _copy(tmp_path: Path, change) -> Path:
     lambda d: d.pop("decision"),
     lambda d: d["decision"]["defect_probability"].pop("blur"),
     lambda d: d["decision"]["category_thresholds"].pop("poor"),
-    lambda d: d["decision"]["category_thresholds"].update(good=90.0),  # no longer descending
+    lambda d: d["decision"]["category_thresholds"].update(good=95.0),  # above excellent: no longer descending
     lambda d: d["input"].update(size=200),  # not grid x patch
 ])
 def test_an_incomplete_or_inconsistent_manifest_is_corrupt(tmp_path, change):
