@@ -195,6 +195,11 @@ def assert_no_segment_left(before: set[str], ours: set[str], pids: set[int], wai
 def _child(paths: list[str]) -> None:
     from vqa import Scorer
 
+    # Ctrl-C as in a terminal, however the test run was started: a shell's background job
+    # (`pytest &`, nohup) starts with SIGINT ignored, its children inherit that, and Python
+    # then installs no KeyboardInterrupt handler; the Ctrl-C test failed that way.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     with Scorer(workers=2, frames="all", threads=1) as scorer:
         print(STARTED, os.getpid(), flush=True)
         for record in scorer.score_many(paths):
