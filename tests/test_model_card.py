@@ -25,6 +25,7 @@ def quoted() -> dict[str, str]:
         "ladders": f"{100 * V3['ladders_falling_from_clean']['all_families']:.1f}%",
         "macro-F1": f"{METRICS['macro_f1_eight_types']:.3f}",
         "categories": f"{100 * V3['category_within_one_band']['viewer_vmaf']:.1f}%",
+        "categories, bounds chosen on validation": f"{100 * METRICS['category_bounds']['new']['viewer_vmaf']:.1f}%",
     }
 
 
@@ -52,6 +53,12 @@ def test_the_thresholds_in_use_are_the_calibrated_ones():
     for kind, row in chosen.items():
         assert decision.defect_probability[kind] == row["threshold"]
     assert decision.dark_luma_p98 == chosen["dark"].get("luma_p98_bound")
+
+
+def test_the_category_bounds_in_use_are_the_calibrated_ones():
+    chosen = json.loads((ROOT / "models" / "calibration.json").read_text())["categories"]["chosen"]
+    decision = load_model_spec(ROOT / "models").decision
+    assert {name: bound for bound, name in decision.category_thresholds} == chosen
 
 
 def candidate(model: int) -> Path:
