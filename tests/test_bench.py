@@ -64,6 +64,7 @@ def test_missing_backend_or_precision_is_skipped(tiny_clip, spec, monkeypatch):
 def test_parse_backends():
     assert bench.parse_backends(["openvino", "pytorch:fp32"]) == [
         ("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32")]
+    assert bench.parse_backends(["openvino:bf16"]) == [("openvino", "bf16")]  # by name only
     with pytest.raises(UsageError, match="choose from"):
         bench.parse_backends(["pytorch:int8"])
     with pytest.raises(UsageError):

@@ -259,3 +259,37 @@ def test_new_weights_at_the_same_path_are_not_served_from_the_compile_cache(tmp_
     second = after.infer(views)
     after.close()
     assert not np.allclose(first, second, atol=1e-3)
+
+
+def _cpu_has_bf16() -> bool:
+    import openvino as ov
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+def test_bf16_is_near_fp32_where_the_cpu_has_it_and_refused_where_not(spec, real_views):
+    """--precision bf16: the fp32 IR in bfloat16. On a CPU with the instructions the scores stay
+    within a point of fp32's; on one without, E_BACKEND (never fp32 under bf16's name)."""
+    from vqa.errors import BackendUnavailable
+    if not _cpu_has_bf16():
+        with pytest.raises(BackendUnavailable) as e:
+            open_inferencer(spec, backend="openvino", precision="bf16", threads=2)
+        assert "bfloat16" in str(e.value)
+        return
+    fp32 = open_inferencer(spec, backend="openvino", precision="fp32", threads=2)
+    bf16 = open_inferencer(spec, backend="openvino", precision="bf16", threads=2)
+    try:
+        a, b = fp32.infer(real_views), bf16.infer(real_views)
+    finally:
+        fp32.close()
+        bf16.close()
+    assert np.abs(a[:, 0] - b[:, 0]).max() <= 1.0
+    assert not np.array_equal(a, b)  # bfloat16 arithmetic did run: fp32 would give the same numbers
+
+
+def test_bf16_where_openvino_falls_back_to_fp32_is_refused(spec, monkeypatch):
+    from vqa.errors import BackendUnavailable
+    from vqa.infer import openvino as ov_backend
+    monkeypatch.setattr(ov_backend, "_runs_bf16", lambda compiled: False)
+    with pytest.raises(BackendUnavailable) as e:
+        open_inferencer(spec, backend="openvino", precision="bf16", threads=2)
+    assert e.value.code == "E_BACKEND" and "fp32 or int8" in str(e.value)

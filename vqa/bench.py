@@ -59,7 +59,8 @@ NOISE_NOTE = ("each number is one measurement on a shared machine (see load_avg)
 
 def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
     """``["openvino", "pytorch:fp32"]`` -> ``[("openvino", "fp32"), ("openvino", "int8"),
-    ("pytorch", "fp32")]``: a name alone means every precision that backend runs."""
+    ("pytorch", "fp32")]``: a name alone means every precision that backend runs on any
+    machine (bf16 needs a CPU with bfloat16 instructions: asked for by name only)."""
     out = []
     for value in values:
         name, _, precision = str(value).partition(":")
@@ -67,7 +68,7 @@ def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
         if not precisions or (precision and precision not in precisions):
             choices = ", ".join(f"{b}[:{'|'.join(spec[3])}]" for b, spec in BACKENDS.items())
             raise UsageError(f"unknown backend {value!r}; choose from {choices}")
-        out += [(name, precision)] if precision else [(name, p) for p in precisions]
+        out += [(name, precision)] if precision else [(name, p) for p in precisions if p != "bf16"]
     return out
 
 

@@ -15,7 +15,9 @@ from .base import DEFAULT_MODE, MODES, Inferencer
 # of the files that run it})
 BACKENDS: dict[str, tuple[str, str, str, dict[str, tuple[str, ...]]]] = {
     "openvino": ("vqa.infer.openvino", "OpenVINOInferencer", "openvino",
-                 {"fp32": ("openvino_xml", "openvino_bin"), "int8": ("openvino_int8_xml", "openvino_int8_bin")}),
+                 {"fp32": ("openvino_xml", "openvino_bin"), "int8": ("openvino_int8_xml", "openvino_int8_bin"),
+                  # bf16 runs the fp32 IR with bfloat16 arithmetic (CPUs with AVX512-BF16 or AMX)
+                  "bf16": ("openvino_xml", "openvino_bin")}),
     "pytorch": ("vqa.infer.pytorch", "PyTorchInferencer", "torch", {"fp32": ("pytorch",)}),
     # fp16 casts the same float32 weights when it loads them, so both precisions hash one file.
     "cuda": ("vqa.infer.cuda", "CUDAInferencer", "torch", {"fp32": ("pytorch",), "fp16": ("pytorch",)}),
@@ -25,7 +27,7 @@ BACKENDS: dict[str, tuple[str, str, str, dict[str, tuple[str, ...]]]] = {
 DEVICE_BACKENDS = ("cuda",)
 DEFAULT_BACKEND = "openvino"
 AUTO_BACKEND = "auto"  # --backend auto: cuda where a GPU answers, else the default
-PRECISIONS = ("fp32", "int8", "fp16")
+PRECISIONS = ("fp32", "int8", "fp16", "bf16")
 DEFAULT_PRECISION = "fp32"
 AUTO_PRECISION = "auto"  # --precision auto: AUTO_PRECISION_BY_BACKEND's, else DEFAULT_PRECISION
 # What --precision auto runs: the fastest precision within issue 20's tolerances. On cuda, fp16

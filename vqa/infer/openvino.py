@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import BackendUnavailable
 from .base import Inferencer
 
 # The model conversion API, which ``import openvino`` loads when it can: half of OpenVINO's
@@ -58,7 +59,7 @@ def cache_dir() -> Path:
 
 class OpenVINOInferencer(Inferencer):
     BACKEND_NAME = "openvino"
-    PRECISIONS = {"fp32": "openvino", "int8": "openvino_int8"}  # -> manifest file key prefix
+    PRECISIONS = {"fp32": "openvino", "int8": "openvino_int8", "bf16": "openvino"}  # -> manifest file key prefix
 
     def __init__(self, spec, *, threads=None, precision="fp32", mode="latency"):
         super().__init__(spec, threads=threads, precision=precision, mode=mode)
@@ -66,9 +67,9 @@ class OpenVINOInferencer(Inferencer):
         xml, _ = spec.path(f"{key}_xml"), spec.path(f"{key}_bin")
         config = {
             "PERFORMANCE_HINT": mode.upper(),
-            # f32 everywhere: on CPUs with AMX or AVX512-BF16 OpenVINO would otherwise pick bf16,
-            # and scores would depend on the machine.
-            "INFERENCE_PRECISION_HINT": "f32",
+            # f32 unless bf16 is asked for: on CPUs with AMX or AVX512-BF16 OpenVINO would
+            # otherwise pick bf16 itself, and scores would depend on the machine.
+            "INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32",
         }
         if threads:  # the Scorer always passes its share of the cores (vqa.threads)
             config["INFERENCE_NUM_THREADS"] = int(threads)
@@ -82,6 +83,11 @@ class OpenVINOInferencer(Inferencer):
         except OSError:
             pass  # a read-only home: compile every time rather than fail
         self._compiled = core.compile_model(str(xml), "CPU", config)
+        if precision == "bf16" and not _runs_bf16(self._compiled):
+            # OpenVINO falls back to f32 where the CPU has no bfloat16 instructions: the
+            # records would be fp32's under bf16's name.
+            raise BackendUnavailable("precision bf16 needs a CPU with bfloat16 instructions (AVX512-BF16 or "
+                                     "AMX), and this one has none: use fp32 or int8")
         self._request = self._compiled.create_infer_request()
         # Latency: one request at a time, all threads on it. Throughput: as many requests in
         # flight as OpenVINO's streams can take, so batches overlap.
@@ -125,3 +131,8 @@ class OpenVINOInferencer(Inferencer):
         if self._queue is not None:
             self.wait()
         self._queue = self._request = self._compiled = None
+
+
+def _runs_bf16(compiled) -> bool:
+    """True when the compiled model computes in bfloat16 (what OpenVINO settled on)."""
+    return "bf" in str(compiled.get_property("INFERENCE_PRECISION_HINT")).lower()  # bf16, bfloat16
