@@ -15,6 +15,9 @@
 #     speed   the same folders, fewer rows: default plan openvino fp32 / int8 / cuda fp16 (120 clips),
 #             every frame openvino fp32 / cuda fp16 (30), workers 1, 8, 10 for both CPU precisions
 #             (32) and 1, 8, 15, 16 for cuda (60), 2 rounds each: speed_*.json
+#     bf16    openvino fp32 against bf16 (AMX): records, views/s at 4, 5 and 8 threads, the default
+#             plan (120 clips) at 8, 11 and 12 workers in turns: records_bf16.json, infer_*.json,
+#             bf16_default.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
@@ -358,6 +361,24 @@ print(b if b != 4 else 16)" 2>/dev/null || echo 16)
   done
 }
 
+bf16() {  # issue 18: OpenVINO in bfloat16 (AMX on the H200's Xeon) against fp32: records, views/s
+  # by threads, then the default plan on 120 clips at 8, 11 and 12 workers (inference takes the
+  # other cores), both precisions in turns, BF16_ROUNDS rounds
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED bf16: stage .whl/av and .whl/ov first"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
+  clips "$N_CLIPS"
+  step records_bf16 20 120 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py --out "$OUT/records_bf16.json" \
+    sample_videos/*.mp4 /tmp/vqa_f/bench_000.mp4 /tmp/vqa_f/bench_001.mp4 /tmp/vqa_f/bench_002.mp4 --workers 1 \
+    --backend openvino:fp32 --backend openvino:bf16
+  local p
+  for p in fp32 bf16; do
+    step "infer_$p" 20 60 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/infer_threads.py --backend "openvino:$p" \
+      --threads 4 5 8 --batch-size 4 --seconds 2 --out "$OUT/infer_$p.json"
+  done
+  bench bf16_default 60 "${BF16_MAX_S:-300}" /tmp/vqa_f --frames default --rounds "${BF16_ROUNDS:-2}" \
+    --backend openvino:fp32 --backend openvino:bf16 --workers 8 --workers 11 --workers 12
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -466,8 +487,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, ab; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -483,6 +504,7 @@ main() {
       hybrid) hybrid ;;
       scaling) scaling ;;
       batch) batch ;;
+      bf16) bf16 ;;
       ab) ab ;;
     esac
   done
