@@ -48,6 +48,17 @@ def test_resolve_decides_every_auto():
     assert ScoreOptions(batch_size=7, timeout_s=2.5).resolve(cores=2).batch_size == 7
 
 
+def test_bf16_gives_inference_a_third_of_the_cores_and_warns_from_there():
+    # bfloat16 runs about twice fp32's views a thread: 11 + 5 on 16 cores (README, Performance)
+    r = ScoreOptions(precision="bf16").resolve(cores=16)
+    assert (r.workers, r.threads) == (11, 5) and r.split_warning is None
+    assert (ScoreOptions(precision="fp32").resolve(cores=16).workers, ScoreOptions().resolve(cores=2).workers) == (8, 1)
+    # fp32's auto (8 + 8) leaves bf16's decoding short of its 11 workers, but not starved
+    assert ScoreOptions(precision="bf16", workers=8).resolve(cores=16).split_warning is None
+    warned = ScoreOptions(precision="bf16", workers=4).resolve(cores=16).split_warning
+    assert warned is not None and "auto would use --workers 11 --threads 5" in warned
+
+
 def test_record_config_holds_only_what_changes_results():
     base = ScoreOptions().resolve(cores=2).record_config()
     assert base == {"sampling": "default", "backend": "openvino", "batch_size": 4, "decoder": "pyav",

@@ -310,7 +310,9 @@ class ScoreOptions:
         video from its probe (vqa.limits.auto_timeout_s)."""
         self.validate()
         gpu = self.backend in GPU_BACKENDS
-        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu)
+        light = self.backend == "openvino" and self.precision == "bf16"  # about twice fp32's views/s a thread
+        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
+                              light_inference=light)
         memory, batch = self.worker_memory_mb, self.batch_size
         if memory == "auto" and self.decoder in UNLIMITED_DECODERS:
             memory = None
@@ -321,7 +323,7 @@ class ScoreOptions:
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None, nvdec_workers=self.nvdec_workers,
             split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
-                                         accelerator=gpu))
+                                         accelerator=gpu, light_inference=light))
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)

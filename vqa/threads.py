@@ -25,6 +25,16 @@ core: on the lent 16-core H200 machine, 16 workers scored a folder at 1,845 vide
 
     >>> plan_threads(cores=16, accelerator=True)
     ThreadBudget(cores=16, workers=16, inference_threads=1, decode_threads=1)
+
+With a lighter inference (``light_inference=True``: OpenVINO in bfloat16, about twice fp32's
+views/s a thread) inference takes a third of the cores: on the H200's 16 cores the default plan
+scored a folder at 993 videos/min with 11 workers + 5 threads, 959 with 12 + 4 and 769 with
+8 + 8, in turns in one run (README, Performance; issue 18):
+
+    >>> plan_threads(cores=16, light_inference=True)
+    ThreadBudget(cores=16, workers=11, inference_threads=5, decode_threads=1)
+    >>> plan_threads(cores=2, light_inference=True)
+    ThreadBudget(cores=2, workers=1, inference_threads=1, decode_threads=1)
 """
 from __future__ import annotations
 
@@ -76,12 +86,13 @@ class ThreadBudget:
 
 
 def plan_threads(*, workers: int | None = None, inference_threads: int | None = None,
-                 cores: int | None = None, accelerator: bool = False) -> ThreadBudget:
+                 cores: int | None = None, accelerator: bool = False, light_inference: bool = False) -> ThreadBudget:
     """Share ``cores`` (default: ``usable_cores()``) between decode workers and inference.
 
     What the caller sets is kept; the rest get what is left, at least one each. With no
     workers, decoding and inference run in turn in this process and each may use every core.
     ``accelerator``: inference runs on a GPU and needs one CPU thread, not half the cores.
+    ``light_inference``: inference costs about half as much a view (bf16): a third of the cores.
     """
     cores = usable_cores() if cores is None else max(1, int(cores))
     if workers == 0:
@@ -91,7 +102,8 @@ def plan_threads(*, workers: int | None = None, inference_threads: int | None = 
         if workers is None:
             workers = cores
     if workers is None and inference_threads is None:
-        inference_threads = (cores + 1) // 2  # inference is the heavier stage per frame
+        # inference is the heavier stage per frame, unless it runs in bfloat16
+        inference_threads = max(1, cores // 3) if light_inference else (cores + 1) // 2
         workers = max(1, cores - inference_threads)
     elif workers is None:
         workers = max(1, cores - inference_threads)
@@ -107,7 +119,7 @@ STARVING_SHARE = 0.5
 
 
 def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threads: int | None,
-                   accelerator: bool = False) -> str | None:
+                   accelerator: bool = False, light_inference: bool = False) -> str | None:
     """A one-line warning when an explicit ``workers``/``inference_threads`` leaves decoding or
     inference far short of what ``auto`` would give it; None when the split is fine, or auto.
 
@@ -124,7 +136,7 @@ def starving_split(budget: ThreadBudget, *, workers: int | None, inference_threa
     """
     if (workers is None and inference_threads is None) or budget.workers == 0:
         return None
-    auto = plan_threads(cores=budget.cores, accelerator=accelerator)
+    auto = plan_threads(cores=budget.cores, accelerator=accelerator, light_inference=light_inference)
     given = " ".join(f"--{name} {value}" for name, value in (("workers", workers), ("threads", inference_threads))
                      if value is not None)
     for stage, have, want in (("inference", budget.inference_threads, auto.inference_threads),
