@@ -54,9 +54,9 @@ def test_fill_bucket_copies_the_rows_and_zeroes_the_padding():
 
 # -- the option table ----------------------------------------------------------------------
 
-def test_help_lists_cuda_auto_and_fp16():
+def test_help_lists_cuda_auto_fp16_and_bf16():
     out = " ".join(CliRunner().invoke(cli.cli, ["score", "--help"]).output.split())
-    assert "[openvino|pytorch|cuda|auto]" in out and "[fp32|int8|fp16|auto]" in out
+    assert "[openvino|pytorch|cuda|auto]" in out and "[fp32|int8|fp16|bf16|auto]" in out
 
 
 def test_cuda_is_in_the_backend_table_and_runs_fp32_and_fp16_from_the_pytorch_weights():
