@@ -219,8 +219,9 @@ class ScoreOptions:
         help="Model precision. int8 (OpenVINO only) is the NNCF-quantized model: faster, "
              "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
              "(cuda only) runs the fp32 weights cast to float16. bf16 (OpenVINO only) runs "
-             "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): about twice "
-             "fp32's views/s, scores within about half a point; E_BACKEND elsewhere. auto: fp16 "
+             "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): faster, scores "
+             "close to fp32 (the README's Performance section has the measured distance); "
+             "E_BACKEND elsewhere. auto: fp16 "
              "on cuda, fp32 elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
