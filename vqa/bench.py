@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import BackendUnavailable, ModelError, UsageError
-from .infer import BACKENDS, open_inferencer
+from .infer import BACKENDS, BY_NAME_ONLY, open_inferencer
 from .model import ModelSpec, load_model_spec
 from .preprocess import fragments
 from .sample import plan_frames
@@ -68,7 +68,7 @@ def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
         if not precisions or (precision and precision not in precisions):
             choices = ", ".join(f"{b}[:{'|'.join(spec[3])}]" for b, spec in BACKENDS.items())
             raise UsageError(f"unknown backend {value!r}; choose from {choices}")
-        out += [(name, precision)] if precision else [(name, p) for p in precisions if p != "bf16"]
+        out += [(name, precision)] if precision else [(name, p) for p in precisions if p not in BY_NAME_ONLY]
     return out
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from . import decode
 from .errors import BackendUnavailable, UsageError
-from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION, MODES,
-                    PRECISIONS, pick_backend, pick_precision)
+from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION,
+                    LIGHT_INFERENCE, MODES, PRECISIONS, pick_backend, pick_precision)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
 from .threads import plan_threads, starving_split
@@ -311,7 +311,7 @@ class ScoreOptions:
         video from its probe (vqa.limits.auto_timeout_s)."""
         self.validate()
         gpu = self.backend in GPU_BACKENDS
-        light = self.backend == "openvino" and self.precision == "bf16"  # about twice fp32's views/s a thread
+        light = (self.backend, self.precision) in LIGHT_INFERENCE
         budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
                               light_inference=light)
         memory, batch = self.worker_memory_mb, self.batch_size

@@ -35,6 +35,12 @@ AUTO_PRECISION = "auto"  # --precision auto: AUTO_PRECISION_BY_BACKEND's, else D
 # (scripts/results/h200-2026-12-01/). The default stays DEFAULT_PRECISION on every backend: a
 # folder ran no faster with fp16 there (decoding set the pace), so fp32's exact agreement wins.
 AUTO_PRECISION_BY_BACKEND = {"cuda": "fp16"}
+# Precisions that need particular CPU instructions (bf16: AVX512-BF16 or AMX): run only when
+# asked for by name, never by a backend's name alone (vqa bench --backend openvino).
+BY_NAME_ONLY = ("bf16",)
+# (backend, precision) pairs whose inference costs about half of fp32's a view on the CPU, so
+# the thread budget gives it a third of the cores (vqa.threads, light_inference).
+LIGHT_INFERENCE = (("openvino", "bf16"),)
 # How to install a backend's package. A bare `pip install torch` resolves to a CUDA build of
 # several GB; the CPU build is the one this package runs, pinned as in requirements-test.txt.
 TORCH_VERSION = "2.13.0"
@@ -114,5 +120,6 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
 
 __all__ = ["AUTO_BACKEND", "AUTO_PRECISION", "AUTO_PRECISION_BY_BACKEND", "BACKENDS", "DEFAULT_BACKEND",
            "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
+           "BY_NAME_ONLY", "LIGHT_INFERENCE",
            "available_backends", "cuda_available", "install_hint", "model_files", "open_inferencer", "pick_backend",
            "pick_precision"]
