@@ -18,6 +18,8 @@
 #     bf16    openvino fp32 against bf16 (AMX): records, views/s at 4, 5 and 8 threads, the default
 #             plan (120 clips) at 8, 11 and 12 workers in turns: records_bf16.json, infer_*.json,
 #             bf16_default.json
+#     busy    scripts/worker_busy.py: worker CPU per video, busy shares and clock at 1 and 8 workers,
+#             cuda fp16 / openvino fp32 / bf16 in turns (64 clips): worker_busy.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
@@ -379,6 +381,19 @@ bf16() {  # issue 18: OpenVINO in bfloat16 (AMX on the H200's Xeon) against fp32
     --backend openvino:fp32 --backend openvino:bf16 --workers 8 --workers 11 --workers 12
 }
 
+busy() {  # issue 18: why eight workers score less than eight times one (scripts/worker_busy.py):
+  # each worker's CPU per video and busy share, the parent's threads, the cores' clock, at 1 and
+  # 8 workers, cuda fp16 (inference off the CPU) and openvino fp32 / bf16 in turns
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED busy: stage .whl/av and .whl/ov first"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
+  local n=${N_CLIPS_SCALING:-64} cuda=()
+  clips "$n"
+  gpu_here && cuda=(--backend "$GPU_BACKEND:$GPU_HALF")
+  step worker_busy 60 "${BUSY_MAX_S:-420}" "$PY" scripts/worker_busy.py "/tmp/vqa_f$n" "${cuda[@]}" \
+    --backend openvino:fp32 --backend openvino:bf16 --workers 1 --workers 8 --rounds "${BUSY_ROUNDS:-2}" \
+    --out "$OUT/worker_busy.json"
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -487,8 +502,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, ab; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -505,6 +520,7 @@ main() {
       scaling) scaling ;;
       batch) batch ;;
       bf16) bf16 ;;
+      busy) busy ;;
       ab) ab ;;
     esac
   done
