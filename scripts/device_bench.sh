@@ -20,6 +20,8 @@
 #             bf16_default.json
 #     busy    scripts/worker_busy.py: worker CPU per video, busy shares and clock at 1 and 8 workers,
 #             cuda fp16 / openvino fp32 / bf16 in turns (64 clips): worker_busy.json
+#     finish  the GPU tests and records (cuda fp32 / fp16 against openvino fp32) with the views finished
+#             on the GPU, on clips of 720p, 576p, 768p and 600p: records_finish.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
@@ -394,6 +396,27 @@ busy() {  # issue 18: why eight workers score less than eight times one (scripts
     --out "$OUT/worker_busy.json"
 }
 
+finish() {  # issue 20: views finished on the GPU from the workers' mosaics (vqa.infer.finish): the GPU
+  # tests, then records through the pool engine, cuda fp32 / fp16 against openvino fp32, on the
+  # sample videos and clips of 720p, 576p, 768p and 600p (regions of 43, 34, 46 and 36 px)
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED finish: stage .whl/av and .whl/ov first"; return 0; }
+  gpu_here || { echo "== SKIPPED finish: no CUDA device here"; return 0; }
+  step pytest_cuda_device 60 150 sh -c '"$@" 2>&1 | tee "$0"' "$OUT/pytest_cuda_device.log" "$PY" -m pytest -q -rA \
+    -p no:cacheprovider tests/test_cuda_device.py --junitxml="$OUT/pytest_cuda_device.xml"
+  rm -rf /tmp/vqa_rc && mkdir -p /tmp/vqa_rc
+  local size
+  for size in 1280x720 1024x576 1366x768 800x600; do
+    mkdir -p "/tmp/vqa_rc/$size"
+    "$PY" -c "
+from pathlib import Path
+from vqa.bench_folder import make_folder
+make_folder(Path('/tmp/vqa_rc/$size'), videos=1, size=tuple(int(x) for x in '$size'.split('x')), length_s=4, keyframe_s=2)"
+  done
+  step records_finish 30 240 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/gpu_records.py \
+    --out "$OUT/records_finish.json" sample_videos/*.mp4 /tmp/vqa_rc/*/*.mp4 --workers 2 \
+    --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -502,8 +525,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, ab; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -521,6 +544,7 @@ main() {
       batch) batch ;;
       bf16) bf16 ;;
       busy) busy ;;
+      finish) finish ;;
       ab) ab ;;
     esac
   done

@@ -87,3 +87,33 @@ def test_a_bad_shape_reaches_done_as_an_error(gpu):
     gpu.submit(np.zeros((2, 10, 10, 3), np.uint8), errors.append)
     gpu.wait()
     assert len(errors) == 1 and isinstance(errors[0], ValueError)
+
+
+def test_submit_rows_finishes_mosaics_on_the_gpu_as_the_workers_would(gpu):
+    """Ring rows as a worker leaves them for cuda (vqa.preprocess.cut): 720p and 576p mosaics
+    and a 360p view in one batch. The views the GPU makes are the workers' (vqa.infer.finish
+    is exact), so the outputs are those of infer() on the workers' views."""
+    import cv2
+
+    from tests.test_finish import rows_of
+    from vqa.preprocess import fragments
+
+    base = [cv2.resize(f, (1280, 720), interpolation=cv2.INTER_AREA) for f in _frames(6)]
+    frames = base[:3] + [cv2.resize(f, (1024, 576), interpolation=cv2.INTER_AREA) for f in base[3:5]]
+    frames += [cv2.resize(base[5], (640, 360), interpolation=cv2.INTER_AREA)]
+    rows, cuts = rows_of(frames)
+    assert sorted(set(cuts)) == [0, 34, 43]
+    expect = gpu.infer(np.stack([fragments(f) for f in frames]))
+    got: list = []
+    for _ in range(3):  # pinned buffers and device rows reused
+        gpu.submit_rows(rows, cuts, got.append)
+    gpu.wait()
+    assert len(got) == 3 and all(not isinstance(g, BaseException) for g in got)
+    for g in got:
+        np.testing.assert_allclose(g, expect, atol=same_rows_tol(gpu))
+
+
+def _frames(n):
+    from tests.clips import textured_frames
+
+    return list(textured_frames(n, 810, 1440, seed=4))

@@ -1,6 +1,9 @@
 """Shared-memory batches: a bounded ring of slots that decode workers fill with fragment views.
 
-One ``SharedMemory`` segment holds ``slots`` slots of ``batch_size`` views each. Each worker
+One ``SharedMemory`` segment holds ``slots`` slots of ``batch_size`` views each. A ring for an
+inferencer that finishes views itself (vqa.infer.RESAMPLING_BACKENDS) has rows of
+``mosaic_side`` squared pixels instead, each holding a view or the mosaic that
+``vqa.preprocess.cut`` left, and ``FrameMeta.cut`` says which. Each worker
 owns a few slots (vqa.engine.worker): it writes views straight into a free one, and sends only the
 slot id and the per-frame metadata through its pipe. The consumer reads the slot as a numpy
 view, without a copy or a pickle, and hands the slot back once inference is done with it. A
@@ -17,6 +20,7 @@ process holding it exits; workers exit when their parent is gone (vqa.engine.wor
 from __future__ import annotations
 
 import errno
+import math
 import os
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -39,17 +43,25 @@ class RingSpec:
     slots: int
     batch_size: int
     view: int = VIEW  # the model's view side (vqa.preprocess.Geometry.view)
+    mosaic_side: int = 0  # > 0: rows of this many pixels squared, flat (views or mosaics)
 
     @property
     def slot_shape(self) -> tuple[int, ...]:
+        if self.mosaic_side:
+            return (self.batch_size, max(self.view, self.mosaic_side) ** 2 * 3)
         return (self.batch_size, self.view, self.view, 3)
+
+    @property
+    def slot_bytes(self) -> int:
+        return math.prod(self.slot_shape)
 
 
 class BatchRing:
     """The consumer's side: owns the segment and the free-slot queue."""
 
-    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW):
-        size = slots * batch_size * view * view * 3
+    def __init__(self, *, slots: int, batch_size: int, view: int = VIEW, mosaic_side: int = 0):
+        spec = RingSpec("", slots, batch_size, view, mosaic_side)
+        size = slots * spec.slot_bytes
         try:
             self._shm = shared_memory.SharedMemory(create=True, size=size)
         except OSError as e:
@@ -60,12 +72,18 @@ class BatchRing:
             self._shm.close()
             self._shm.unlink()
             raise
-        self.spec = RingSpec(self._shm.name, slots, batch_size, view)
+        self.spec = RingSpec(self._shm.name, slots, batch_size, view, mosaic_side)
         self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
     def views(self, slot: int, count: int) -> np.ndarray:
+        """A slot's first ``count`` views, (count, V, V, 3), where rows hold views alone."""
+        assert not self.spec.mosaic_side, "a ring of mosaic rows: read rows() and FrameMeta.cut"
         return self._array[slot, :count]
+
+    def rows(self, slot: int, count: int) -> np.ndarray:
+        """A slot's first ``count`` rows as flat bytes, (count, row bytes)."""
+        return self._array[slot, :count].reshape(count, -1)
 
     def close(self) -> None:
         if self._shm is None:

@@ -52,6 +52,7 @@ class FrameMeta:
     run: int
     pts_s: float
     stats: FrameStats
+    cut: int = 0  # 0: the ring row holds the view; else the region of a mosaic (vqa.preprocess.cut)
 
 
 # --- messages to the parent ------------------------------------------------------------------

@@ -12,7 +12,6 @@ runaway decoder push the machine into the kernel's OOM killer.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
@@ -112,8 +111,10 @@ class _RingSlots:
 def _decode(task_id: int, reader: VideoReader, plan: SamplePlan, link: _Link, ring: RingWriter,
             geometry: Geometry, *, run_offset: int = 0, open_end: bool = True, quiet: tuple[str, ...] = ()) -> None:
     """``quiet``: warning codes left out of the record (those of a decoder that was not asked for)."""
+    # Rows that hold a mosaic leave the view's last resampling to the inferencer (vqa.preprocess.cut).
+    max_region = ring.spec.mosaic_side // geometry.grid
     for slot, metas in batches(reader, plan, _RingSlots(link, ring), ring.spec.batch_size,
-                               run_offset=run_offset, open_end=open_end, geometry=geometry):
+                               run_offset=run_offset, open_end=open_end, geometry=geometry, max_region=max_region):
         link.send(Batch(task_id, slot, metas))
     warnings = [w for w in reader.warnings if w.split(":", 1)[0] not in quiet]
     link.send(Done(task_id, reader.frames_decoded, reader.decode_errors, warnings))
@@ -128,7 +129,7 @@ def _limit_memory(memory_mb: int | None, ring_spec: RingSpec) -> None:
         return
     import resource
 
-    limit = (memory_mb << 20) + ring_spec.slots * math.prod(ring_spec.slot_shape)  # uint8 views
+    limit = (memory_mb << 20) + ring_spec.slots * ring_spec.slot_bytes  # uint8 views
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)

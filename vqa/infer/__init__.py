@@ -41,6 +41,11 @@ BY_NAME_ONLY = ("bf16",)
 # (backend, precision) pairs whose inference costs about half of fp32's a view on the CPU, so
 # the thread budget gives it a third of the cores (vqa.threads, light_inference).
 LIGHT_INFERENCE = (("openvino", "bf16"),)
+# Backends that finish views from the mosaics the decode workers leave (vqa.preprocess.cut):
+# the view's last area resampling, 0.4 to 0.7 ms of a worker's 4 to 5 ms a 720p frame, runs on
+# the device instead (issue 20). Their rings have larger rows (vqa.batch.RingSpec.mosaic_side).
+RESAMPLING_BACKENDS = ("cuda",)
+MOSAIC_MAX_REGION = 48  # regions up to this side travel as mosaics (short sides of 560 to 810 px)
 # How to install a backend's package. A bare `pip install torch` resolves to a CUDA build of
 # several GB; the CPU build is the one this package runs, pinned as in requirements-test.txt.
 TORCH_VERSION = "2.13.0"
@@ -120,6 +125,6 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
 
 __all__ = ["AUTO_BACKEND", "AUTO_PRECISION", "AUTO_PRECISION_BY_BACKEND", "BACKENDS", "DEFAULT_BACKEND",
            "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
-           "BY_NAME_ONLY", "LIGHT_INFERENCE",
+           "BY_NAME_ONLY", "LIGHT_INFERENCE", "MOSAIC_MAX_REGION", "RESAMPLING_BACKENDS",
            "available_backends", "cuda_available", "install_hint", "model_files", "open_inferencer", "pick_backend",
            "pick_precision"]

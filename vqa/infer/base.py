@@ -38,6 +38,25 @@ class Inferencer(ABC):
             return
         done(out)
 
+    def submit_rows(self, rows: np.ndarray, cuts, done: Callable[[np.ndarray | BaseException], None]) -> None:
+        """``submit`` for ring rows as ``vqa.preprocess.cut`` left them: row i holds a view
+        (``cuts[i]`` == 0) or a mosaic of ``cuts[i]``-pixel regions. Here the views are finished
+        on the CPU (``finish_views``); a backend of RESAMPLING_BACKENDS does it on its device."""
+        from ..preprocess import finish_views
+
+        try:
+            views = finish_views(rows, cuts, self.spec.preprocessing)
+        except Exception as e:
+            done(e)
+            return
+        held: list[np.ndarray] = [views]  # an asynchronous backend reads them in place after submit returns
+
+        def done_with_views(out: np.ndarray | BaseException) -> None:
+            held.clear()
+            done(out)
+
+        self.submit(views, done_with_views)
+
     def wait(self) -> None:
         """Block until every submitted batch has called back."""
 

@@ -30,6 +30,7 @@ import torch
 from ..errors import BackendUnavailable
 from .base import Inferencer
 from .buckets import BUCKETS, fill_bucket, plan_chunks
+from .finish import ViewFinisher
 from .network import OUTPUTS, QualityNet
 
 WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
@@ -65,8 +66,14 @@ class _Pinned:
         self.host_in = torch.empty((size, view, view, 3), dtype=torch.uint8).pin_memory()
         self.host_np = self.host_in.numpy()
         self.host_out = torch.empty((size, OUTPUTS), dtype=torch.float32).pin_memory()
+        self.host_rows: torch.Tensor | None = None  # ring rows (submit_rows), made on first use
         self.done = torch.cuda.Event()
         self.free = threading.Semaphore(1)
+
+    def rows(self, size: int, row_bytes: int) -> torch.Tensor:
+        if self.host_rows is None or self.host_rows.shape[1] != row_bytes:
+            self.host_rows = torch.empty((size, row_bytes), dtype=torch.uint8).pin_memory()
+        return self.host_rows
 
 
 class _BucketGraph:
@@ -78,6 +85,7 @@ class _BucketGraph:
         self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
         self._next = 0
         self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
+        self.dev_rows: torch.Tensor | None = None  # ring rows on the device (enqueue_rows)
 
         def forward() -> torch.Tensor:
             # .float() keeps the permuted NHWC strides; channels_last also puts the weights in NHWC.
@@ -113,6 +121,35 @@ class _BucketGraph:
             with torch.cuda.stream(stream):
                 # Same stream: this copy waits for the previous replay, which has read dev_in.
                 self.dev_in.copy_(slot.host_in, non_blocking=True)
+                self.graph.replay()
+                slot.host_out.copy_(self.dev_out, non_blocking=True)
+                slot.done.record(stream)
+        except BaseException:
+            slot.free.release()
+            raise
+        return slot, n
+
+
+    def enqueue_rows(self, rows: np.ndarray, cuts, stream, finish: ViewFinisher) -> tuple[_Pinned, int]:
+        """``enqueue`` for ring rows (vqa.preprocess.cut): the rows go to the device as they
+        are and ``finish`` makes the views there, on ``stream``, before the replay."""
+        n, row_bytes = rows.shape
+        size = len(self.dev_in)
+        if n > size:
+            raise ValueError(f"{n} rows do not fit a bucket of {size}")
+        slot = self.slots[self._next]
+        self._next = (self._next + 1) % len(self.slots)
+        slot.free.acquire()
+        try:
+            host = slot.rows(size, row_bytes)
+            used = max(self.dev_in[0].numel(), max((finish.geometry.grid * c) ** 2 * 3 for c in cuts))
+            host.numpy()[:n, :used] = rows[:, :used]  # a row's bytes past its view or mosaic are never read
+            if self.dev_rows is None or self.dev_rows.shape != host.shape:
+                self.dev_rows = torch.empty(host.shape, dtype=torch.uint8, device=self.dev_in.device)
+            with torch.cuda.stream(stream):
+                self.dev_rows[:n].copy_(host[:n], non_blocking=True)
+                finish(self.dev_rows[:n], cuts, self.dev_in[:n])
+                self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
                 self.graph.replay()
                 slot.host_out.copy_(self.dev_out, non_blocking=True)
                 slot.done.record(stream)
@@ -160,6 +197,7 @@ class CUDAInferencer(Inferencer):
                 net = net.half()
             self._net = net.to(memory_format=torch.channels_last) if self.speed["channels_last"] else net
             self._stream = torch.cuda.Stream(self._device)
+            self._finish = ViewFinisher(spec.preprocessing, self._device)
         except RuntimeError as e:  # out of memory, a device in exclusive use
             raise BackendUnavailable(f"backend 'cuda' could not load the model on the GPU: {e}") from None
         # TF32 (off by default) may move fp32 scores further from the CPU's: gpu_check.py measures it.
@@ -199,6 +237,28 @@ class CUDAInferencer(Inferencer):
             return
         self._start_collector()
         self._pending.put((slot, n, done))
+
+    def submit_rows(self, rows, cuts, done) -> None:
+        """``submit`` for ring rows as ``vqa.preprocess.cut`` left them: the views are finished
+        on the GPU (vqa.infer.finish), so the decode workers skip the area resampling."""
+        queued = None
+        try:
+            rows = np.ascontiguousarray(rows, dtype=np.uint8)
+            cuts = [int(c) for c in cuts]
+            if rows.ndim != 2 or len(cuts) != len(rows):
+                raise ValueError(f"rows must be (N, bytes) uint8 with N cuts, got {rows.shape} and {len(cuts)}")
+            chunks = plan_chunks(len(rows), self.buckets) if len(rows) else []
+            if len(chunks) == 1:
+                with self._lock:
+                    queued = self._graph(chunks[0][2]).enqueue_rows(rows, cuts, self._stream, self._finish)
+        except Exception as e:  # handed over like a failure on the GPU would be
+            done(e)
+            return
+        if queued is None:  # empty, or past the largest bucket: rare, finished on the CPU
+            super().submit_rows(rows, cuts, done)
+            return
+        self._start_collector()
+        self._pending.put((*queued, done))
 
     def _start_collector(self) -> None:
         with self._lock:
