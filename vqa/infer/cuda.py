@@ -113,22 +113,13 @@ class _BucketGraph:
     def enqueue(self, views: np.ndarray, stream) -> tuple[_Pinned, int]:
         """Fill a free pinned buffer and queue copy in, replay, copy out on ``stream``; the
         caller collects ``slot.host_out`` after ``slot.done`` and releases ``slot.free``."""
-        slot = self.slots[self._next]
-        self._next = (self._next + 1) % len(self.slots)
-        slot.free.acquire()  # its previous batch has been collected
-        try:
+        def load(slot: _Pinned) -> int:
             n = fill_bucket(slot.host_np, views)
-            with torch.cuda.stream(stream):
-                # Same stream: this copy waits for the previous replay, which has read dev_in.
-                self.dev_in.copy_(slot.host_in, non_blocking=True)
-                self.graph.replay()
-                slot.host_out.copy_(self.dev_out, non_blocking=True)
-                slot.done.record(stream)
-        except BaseException:
-            slot.free.release()
-            raise
-        return slot, n
+            # Same stream: this copy waits for the previous replay, which has read dev_in.
+            self.dev_in.copy_(slot.host_in, non_blocking=True)
+            return n
 
+        return self._run(load, stream)
 
     def enqueue_rows(self, rows: np.ndarray, cuts, stream, finish: ViewFinisher) -> tuple[_Pinned, int]:
         """``enqueue`` for ring rows (vqa.preprocess.cut): the rows go to the device as they
@@ -137,19 +128,29 @@ class _BucketGraph:
         size = len(self.dev_in)
         if n > size:
             raise ValueError(f"{n} rows do not fit a bucket of {size}")
-        slot = self.slots[self._next]
-        self._next = (self._next + 1) % len(self.slots)
-        slot.free.acquire()
-        try:
+
+        def load(slot: _Pinned) -> int:
             host = slot.rows(size, row_bytes)
             used = max(self.dev_in[0].numel(), max((finish.geometry.grid * c) ** 2 * 3 for c in cuts))
             host.numpy()[:n, :used] = rows[:, :used]  # a row's bytes past its view or mosaic are never read
             if self.dev_rows is None or self.dev_rows.shape != host.shape:
                 self.dev_rows = torch.empty(host.shape, dtype=torch.uint8, device=self.dev_in.device)
+            self.dev_rows[:n].copy_(host[:n], non_blocking=True)
+            finish(self.dev_rows[:n], cuts, self.dev_in[:n])
+            self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
+            return n
+
+        return self._run(load, stream)
+
+    def _run(self, load, stream) -> tuple[_Pinned, int]:
+        """Take the next pinned buffer once its last batch is collected; on ``stream``: ``load``
+        it into ``dev_in``, replay, copy the outputs out, record ``done``."""
+        slot = self.slots[self._next]
+        self._next = (self._next + 1) % len(self.slots)
+        slot.free.acquire()  # its previous batch has been collected
+        try:
             with torch.cuda.stream(stream):
-                self.dev_rows[:n].copy_(host[:n], non_blocking=True)
-                finish(self.dev_rows[:n], cuts, self.dev_in[:n])
-                self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
+                n = load(slot)
                 self.graph.replay()
                 slot.host_out.copy_(self.dev_out, non_blocking=True)
                 slot.done.record(stream)
