@@ -4,6 +4,7 @@ Batches go in as the pool engine sends them (``submit``, its requests in flight 
 as one call at a time (``infer``).
 
     python scripts/infer_threads.py --backend openvino:fp32 --threads 8 15 --batch-size 4 16 --out F.json
+    python scripts/infer_threads.py --backend cuda:fp16 --threads 1 --batch-size 32 --mosaic-region 43
 
 A folder row whose videos/min times the views per video reaches this ceiling at its thread
 count is held back by inference, not by its decode workers.
@@ -21,19 +22,28 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vqa.bench import parse_backends, time_infer  # noqa: E402
-from vqa.infer import open_inferencer  # noqa: E402
+from vqa.infer import MOSAIC_MAX_REGION, open_inferencer  # noqa: E402
 from vqa.model import load_model_spec  # noqa: E402
+from vqa.preprocess import TRAINING  # noqa: E402
 
 
-def submitted(inferencer, views: np.ndarray, seconds: float) -> dict:
-    """Views per second with batches submitted as fast as the inferencer takes them."""
+def submitted(inferencer, views: np.ndarray, seconds: float, region: int = 0) -> dict:
+    """Views per second with batches submitted as fast as the inferencer takes them; with
+    ``region``, as ring rows holding mosaics of that region size (``submit_rows``, the views
+    finished by the inferencer, as the pool engine sends 720p frames to cuda)."""
     for _ in range(4):
         inferencer.infer(views)
-    done = []
+    done: list = []
+    if region:
+        side = max(MOSAIC_MAX_REGION, region) * TRAINING.grid
+        rows = np.zeros((len(views), side * side * 3), np.uint8)
+        send = lambda: inferencer.submit_rows(rows, [region] * len(rows), done.append)  # noqa: E731
+    else:
+        send = lambda: inferencer.submit(views, done.append)  # noqa: E731
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(16):
-            inferencer.submit(views, done.append)
+            send()
         inferencer.wait()
     elapsed = time.perf_counter() - start
     return {"calls": len(done), "views_per_s": round(len(done) * len(views) / elapsed, 2)}
@@ -46,6 +56,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, nargs="+", default=[4])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mode", default="throughput", help="the folder job's mode (default: throughput)")
+    ap.add_argument("--mosaic-region", type=int, default=0,
+                    help="also submit ring rows of mosaics of this region size (43: a 720p frame's)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     (backend, precision), = parse_backends([a.backend])
@@ -57,8 +69,12 @@ def main() -> None:
             for batch in a.batch_size:
                 views = np.zeros((batch, spec.view_size, spec.view_size, 3), dtype=np.uint8)
                 one = time_infer(inferencer, views, batch, seconds=a.seconds)
-                rows.append({"threads": threads, "batch_size": batch,
-                             "submitted": submitted(inferencer, views, a.seconds), "one_call_at_a_time": one})
+                row = {"threads": threads, "batch_size": batch,
+                       "submitted": submitted(inferencer, views, a.seconds), "one_call_at_a_time": one}
+                if a.mosaic_region:
+                    row["submitted_rows"] = {"region": a.mosaic_region,
+                                             **submitted(inferencer, views, a.seconds, a.mosaic_region)}
+                rows.append(row)
         finally:
             inferencer.close()
     out = {"backend": f"{backend}:{precision}", "cores": os.cpu_count(), "views": "zeros", "rows": rows}
