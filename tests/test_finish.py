@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import vqa.engine.pool as pool_engine
+import vqa.batch
+import vqa.infer
 from tests.clips import textured_frames, write_clip
 from tests.test_preprocess import picture
 from vqa import Scorer
@@ -112,8 +113,8 @@ def test_records_are_the_same_when_the_inferencer_finishes_the_views(tmp_path, m
         rings.append(kw.get("mosaic_side", 0))
         return real_ring(**kw)
 
-    monkeypatch.setattr(pool_engine, "BatchRing", spy)
-    monkeypatch.setattr(pool_engine, "RESAMPLING_BACKENDS", ("openvino",))
+    monkeypatch.setattr(vqa.batch, "BatchRing", spy)
+    monkeypatch.setattr(vqa.infer, "RESAMPLING_BACKENDS", ("openvino",))
     after = _scores(paths, frames="all", batch_size=4)
     assert rings == [SIDE]
     assert [_comparable(r) for r in after] == [_comparable(r) for r in before]
@@ -125,7 +126,7 @@ def test_records_are_the_same_when_the_inferencer_finishes_the_views(tmp_path, m
             raise ResourceError("no room")
         return real_ring(**kw)
 
-    monkeypatch.setattr(pool_engine, "BatchRing", no_room)
+    monkeypatch.setattr(vqa.batch, "BatchRing", no_room)
     rings.clear()
     fallback = _scores(paths, frames="all", batch_size=4)
     assert rings == [SIDE, 0]

@@ -106,6 +106,17 @@ class BatchRing:
         self.close()
 
 
+def open_ring(*, slots: int, batch_size: int, view: int = VIEW, mosaic_side: int = 0) -> BatchRing:
+    """A ring of ``mosaic_side`` rows, or where that does not fit in /dev/shm, a ring of views
+    (the workers then cut views as for any backend)."""
+    try:
+        return BatchRing(slots=slots, batch_size=batch_size, view=view, mosaic_side=mosaic_side)
+    except ResourceError:
+        if not mosaic_side:
+            raise
+        return BatchRing(slots=slots, batch_size=batch_size, view=view)
+
+
 def shm_shortage(size: int, exc: OSError | None = None) -> str:
     """The run's error when the ring does not fit: what it needs, and what /dev/shm has."""
     try:

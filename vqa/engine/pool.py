@@ -23,12 +23,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
 from ..aggregate import FrameResult, FreezeChain
-from ..batch import BatchRing
+from ..batch import BatchRing, open_ring
 from ..codes import ErrorCode
 from ..config import Resolved
-from ..errors import InputError, ResourceError
+from ..errors import InputError
 from ..futures import VideoFuture
-from ..infer import MOSAIC_MAX_REGION, RESAMPLING_BACKENDS, Inferencer
+from ..infer import Inferencer, mosaic_side
 from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s
 from ..model import ModelSpec
@@ -70,17 +70,8 @@ def start_workers(options: Resolved, spec: ModelSpec) -> tuple[WorkerPool, Batch
     ``pool.wait_ready()`` waits for them. (PoolEngine starts its own; tools time this alone.)"""
     import multiprocessing as mp
 
-    geometry = spec.preprocessing
-    slots = SLOTS_PER_WORKER * (options.workers + options.nvdec_workers)
-    # A backend that finishes views on its device gets mosaics where that spares the workers an
-    # area resampling (vqa.preprocess.cut); where its larger ring does not fit, views as usual.
-    mosaic_side = geometry.grid * MOSAIC_MAX_REGION if options.options.backend in RESAMPLING_BACKENDS else 0
-    try:
-        ring = BatchRing(slots=slots, batch_size=options.batch_size, view=geometry.view, mosaic_side=mosaic_side)
-    except ResourceError:
-        if not mosaic_side:
-            raise
-        ring = BatchRing(slots=slots, batch_size=options.batch_size, view=geometry.view)
+    ring = open_ring(slots=SLOTS_PER_WORKER * (options.workers + options.nvdec_workers), batch_size=options.batch_size,
+                     view=spec.preprocessing.view, mosaic_side=mosaic_side(options.options.backend, spec.preprocessing))
     try:
         pool = WorkerPool(mp.get_context("spawn"), options.workers, ring.spec, SLOTS_PER_WORKER,
                           memory_mb=options.worker_memory_mb, geometry=spec.preprocessing,
@@ -363,10 +354,7 @@ class PoolEngine(Engine):
             self._completions.put((video, attempt, slot, metas, out))
             self._wake()
 
-        if self.ring.spec.mosaic_side:
-            self.inferencer.submit_rows(self.ring.rows(slot, len(metas)), [m.cut for m in metas], done)
-        else:
-            self.inferencer.submit(self.ring.views(slot, len(metas)), done)
+        self.inferencer.submit_rows(self.ring.rows(slot, len(metas)), [m.cut for m in metas], done)
 
     def _collect(self) -> None:
         while True:

@@ -9,6 +9,7 @@ import importlib.util
 
 from ..errors import BackendUnavailable, UsageError
 from ..model import ModelSpec
+from ..preprocess import Geometry
 from .base import DEFAULT_MODE, MODES, Inferencer
 
 # name -> (module, class, pip package that provides it, {precision it runs: the manifest's keys
@@ -61,6 +62,18 @@ BACKEND_HINTS = {"cuda": "a CUDA build of torch, as https://pytorch.org/get-star
 
 def install_hint(package: str) -> str:
     return INSTALL_HINTS.get(package, f"pip install {package}")
+
+
+def mosaic_side(backend: str, geometry: Geometry) -> int:
+    """The side of a ring row for ``backend`` (vqa.batch.RingSpec.mosaic_side): room for the
+    mosaics of MOSAIC_MAX_REGION-pixel regions where the backend finishes views itself, else 0
+    (rows of views).
+
+    >>> from vqa.preprocess import TRAINING
+    >>> mosaic_side("cuda", TRAINING), mosaic_side("openvino", TRAINING)
+    (336, 0)
+    """
+    return geometry.grid * MOSAIC_MAX_REGION if backend in RESAMPLING_BACKENDS else 0
 
 
 def model_files(backend: str, precision: str) -> tuple[str, ...]:
@@ -125,6 +138,6 @@ def open_inferencer(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, threads:
 
 __all__ = ["AUTO_BACKEND", "AUTO_PRECISION", "AUTO_PRECISION_BY_BACKEND", "BACKENDS", "DEFAULT_BACKEND",
            "DEVICE_BACKENDS", "DEFAULT_MODE", "DEFAULT_PRECISION", "INSTALL_HINTS", "MODES", "PRECISIONS", "Inferencer",
-           "BY_NAME_ONLY", "LIGHT_INFERENCE", "MOSAIC_MAX_REGION", "RESAMPLING_BACKENDS",
+           "BY_NAME_ONLY", "LIGHT_INFERENCE", "MOSAIC_MAX_REGION", "RESAMPLING_BACKENDS", "mosaic_side",
            "available_backends", "cuda_available", "install_hint", "model_files", "open_inferencer", "pick_backend",
            "pick_precision"]

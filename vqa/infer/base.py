@@ -39,13 +39,17 @@ class Inferencer(ABC):
         done(out)
 
     def submit_rows(self, rows: np.ndarray, cuts, done: Callable[[np.ndarray | BaseException], None]) -> None:
-        """``submit`` for ring rows as ``vqa.preprocess.cut`` left them: row i holds a view
-        (``cuts[i]`` == 0) or a mosaic of ``cuts[i]``-pixel regions. Here the views are finished
-        on the CPU (``finish_views``); a backend of RESAMPLING_BACKENDS does it on its device."""
+        """``submit`` for ring rows (N, bytes) as ``vqa.preprocess.cut`` left them: row i holds a
+        view (``cuts[i]`` == 0) or a mosaic of ``cuts[i]``-pixel regions. Here mosaics are
+        finished on the CPU (``finish_views``); a backend of RESAMPLING_BACKENDS does it on its
+        device. Views alone are read in place (a ring of views: the slot itself)."""
         from ..preprocess import finish_views
 
+        v = self.spec.preprocessing.view
         try:
-            views = finish_views(rows, cuts, self.spec.preprocessing)
+            # (a slice of wider rows is no longer contiguous: copied, and held below)
+            views = np.ascontiguousarray(rows[:, :v * v * 3]).reshape(len(rows), v, v, 3) if not any(cuts) else \
+                finish_views(rows, cuts, self.spec.preprocessing)
         except Exception as e:
             done(e)
             return

@@ -101,7 +101,8 @@ class OpenVINOInferencer(Inferencer):
         out = self._request.infer({0: np.ascontiguousarray(views)})
         return np.array(out[self._compiled.output(0)], dtype=np.float32)
 
-    def _callback(self, request, done) -> None:
+    def _callback(self, request, userdata) -> None:
+        done, _views = userdata  # the views were held until now: OpenVINO read them in place
         try:
             done(np.array(request.get_output_tensor(0).data, dtype=np.float32))
         finally:
@@ -112,7 +113,10 @@ class OpenVINOInferencer(Inferencer):
         with self._count_lock:
             self._in_flight += 1
         try:
-            self._queue.start_async({0: np.ascontiguousarray(views)}, userdata=done, share_inputs=True)
+            # share_inputs: OpenVINO reads the array in place, after this returns. A copy made
+            # here (views not contiguous) must live until then, so it travels with the request.
+            views = np.ascontiguousarray(views)
+            self._queue.start_async({0: views}, userdata=(done, views), share_inputs=True)
         except BaseException:
             with self._count_lock:
                 self._in_flight -= 1
