@@ -293,3 +293,22 @@ def test_bf16_where_openvino_falls_back_to_fp32_is_refused(spec, monkeypatch):
     with pytest.raises(BackendUnavailable) as e:
         open_inferencer(spec, backend="openvino", precision="bf16", threads=2)
     assert e.value.code == "E_BACKEND" and "fp32 or int8" in str(e.value)
+
+
+def test_openvino_submit_of_views_that_are_not_contiguous(spec, real_views):
+    """submit() returns before OpenVINO reads the views; views that are a strided slice (ring
+    rows wider than a view) are copied first, and that copy must live until the request is done.
+    Memory freed meanwhile is taken and scribbled over here, as the next batch would."""
+    with open_inferencer(spec, backend="openvino", precision="fp32", mode="throughput") as ov:
+        batches = [np.roll(real_views[:4], k, axis=0) for k in range(8)]
+        expect = [ov.infer(b) for b in batches]
+        wide = [np.zeros((4, VIEW, VIEW, 6), np.uint8) for _ in batches]
+        got: dict[int, object] = {}
+        for i, (w, b) in enumerate(zip(wide, batches)):
+            w[..., :3] = b
+            ov.submit(w[..., :3], lambda out, i=i: got.__setitem__(i, out))
+            scribble = [np.full(b.shape, 255, np.uint8) for _ in range(4)]  # noqa: F841 - takes the freed memory
+        ov.wait()
+    assert sorted(got) == list(range(len(batches)))
+    for i, e in enumerate(expect):
+        np.testing.assert_allclose(got[i], e, atol=1e-4)

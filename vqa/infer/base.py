@@ -42,24 +42,18 @@ class Inferencer(ABC):
         """``submit`` for ring rows (N, bytes) as ``vqa.preprocess.cut`` left them: row i holds a
         view (``cuts[i]`` == 0) or a mosaic of ``cuts[i]``-pixel regions. Here mosaics are
         finished on the CPU (``finish_views``); a backend of RESAMPLING_BACKENDS does it on its
-        device. Views alone are read in place (a ring of views: the slot itself)."""
+        device. Views alone are read in place (a ring of views: the slot itself); a backend
+        that reads them after ``submit`` returns keeps what it reads (OpenVINO's copy)."""
         from ..preprocess import finish_views
 
         v = self.spec.preprocessing.view
         try:
-            # (a slice of wider rows is no longer contiguous: copied, and held below)
-            views = np.ascontiguousarray(rows[:, :v * v * 3]).reshape(len(rows), v, v, 3) if not any(cuts) else \
+            views = rows[:, :v * v * 3].reshape(len(rows), v, v, 3) if not any(cuts) else \
                 finish_views(rows, cuts, self.spec.preprocessing)
         except Exception as e:
             done(e)
             return
-        held: list[np.ndarray] = [views]  # an asynchronous backend reads them in place after submit returns
-
-        def done_with_views(out: np.ndarray | BaseException) -> None:
-            held.clear()
-            done(out)
-
-        self.submit(views, done_with_views)
+        self.submit(views, done)
 
     def wait(self) -> None:
         """Block until every submitted batch has called back."""
