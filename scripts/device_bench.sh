@@ -22,6 +22,9 @@
 #             cuda fp16 / openvino fp32 / bf16 in turns (64 clips): worker_busy.json
 #     finish  the GPU tests and records (cuda fp32 / fp16 against openvino fp32) with the views finished
 #             on the GPU, on clips of 720p, 576p, 768p and 600p: records_finish.json
+#     rows    issue 20's ring rows to the GPU: scripts/rows_profile.py (rows_profile.json), then views/s
+#             through submit() and submit_rows() (the ring pinned, and staged) at batch 32 and 128, cuda
+#             fp16, this code and AB_OLD's in turns (infer_rows.json)
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
@@ -93,7 +96,7 @@ pack() {
   (cd "$here" && git rev-parse HEAD) > "$main/.device_bench/COMMIT"
   rm -f "$main/.device_bench/old_code.tar.xz"
   if [ -n "${AB_OLD:-}" ]; then  # the code the ab phase measures against
-    (cd "$here" && git archive "$AB_OLD" vqa) | xz -6 > "$main/.device_bench/old_code.tar.xz"
+    (cd "$here" && git archive "$AB_OLD" vqa scripts) | xz -6 > "$main/.device_bench/old_code.tar.xz"
   fi
   cp "$here/scripts/device_bench.sh" "$main/.device_bench/device_bench.sh"
   local tree
@@ -417,6 +420,44 @@ make_folder(Path('/tmp/vqa_rc/$size'), videos=1, size=tuple(int(x) for x in '$si
     --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16
 }
 
+rows() {  # issue 20: ring rows to the GPU, this code (the ring pinned, copies beside the replays,
+  # the finish in float32) against AB_OLD's: where a batch's time goes (scripts/rows_profile.py), then
+  # views/s through submit() and submit_rows() (pinned and staged) at batch 32 and 128, fp16, in turns
+  gpu_here || { echo "== SKIPPED rows: no CUDA device here"; return 0; }
+  [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED rows: no .device_bench/old_code.tar.xz"; return 0; }
+  rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
+  ln -sfn "$PWD/models" /tmp/old_code/models
+  "$PY" -c "
+from vqa.batch import BatchRing
+from vqa.infer import open_inferencer
+from vqa.model import load_model_spec
+gpu = open_inferencer(load_model_spec(), backend='cuda', precision='fp16')
+with BatchRing(slots=4, batch_size=32, mosaic_side=336) as ring:
+    unpin = gpu.pin(ring.array)
+    print('the ring (shared memory) pinned:', gpu._is_pinned(ring.rows(1, 32)))
+    unpin()
+gpu.close()"
+  step rows_profile 20 90 "$PY" scripts/rows_profile.py --precision fp16 --batch-size 32 128 --out "$OUT/rows_profile.json"
+  local r which dir
+  rm -f /tmp/infer_rows_*.json
+  for r in $(seq 1 "${ROWS_ROUNDS:-2}"); do
+    for which in old new; do
+      dir=$PWD; [ "$which" = old ] && dir=/tmp/old_code
+      step "infer_rows_${which}_$r" 30 90 sh -c 'cd "$1" && shift && exec "$@" > /dev/null' - "$dir" \
+        env PYTHONPATH="$SITE:$dir" "$PY" scripts/infer_threads.py --backend cuda:fp16 --threads 1 \
+        --batch-size 32 128 --mosaic-region 43 --out "/tmp/infer_rows_${which}_$r.json"
+    done
+  done
+  "$PY" - "$OUT" <<'PYEOF'
+import json, pathlib, sys
+runs = {p.stem[len("infer_rows_"):]: json.loads(p.read_text()) for p in sorted(pathlib.Path("/tmp").glob("infer_rows_*.json"))}
+pathlib.Path(sys.argv[1], "infer_rows.json").write_text(json.dumps(runs, indent=1) + "\n")
+for name, run in runs.items():
+    for row in run["rows"]:
+        print("views/s", name, row["batch_size"], {k: row[k]["views_per_s"] for k in row if k.startswith("submitted")})
+PYEOF
+}
+
 ab() {  # this checkout against an older commit's code (.device_bench/old_code.tar.xz, from
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
@@ -525,8 +566,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -545,6 +586,7 @@ main() {
       bf16) bf16 ;;
       busy) busy ;;
       finish) finish ;;
+      rows) rows ;;
       ab) ab ;;
     esac
   done

@@ -113,6 +113,43 @@ def test_submit_rows_finishes_mosaics_on_the_gpu_as_the_workers_would(gpu):
         np.testing.assert_allclose(g, expect, atol=same_rows_tol(gpu))
 
 
+def test_rows_from_pinned_memory_are_read_where_they_lie(gpu):
+    """``pin`` (as the pool engine pins its ring): rows are copied to the GPU from their own
+    memory, with no staging; the outputs are those of staged rows. Each slot of the ring holds
+    other frames, so a copy from the wrong place or a slot read after another batch's fill
+    shows. Withdrawn, the same memory is staged again."""
+    import cv2
+
+    from tests.test_finish import rows_of
+
+    frames = [cv2.resize(f, (1280, 720), interpolation=cv2.INTER_AREA) for f in _frames(8)]
+    rows, cuts = rows_of(frames)
+    ring = np.zeros((4, *rows.shape), np.uint8)  # four slots of 8 rows: frames rolled per slot
+    for k in range(len(ring)):
+        ring[k] = np.roll(rows, k, axis=0)
+    expect = []
+    for k in range(len(ring)):
+        got: list = []
+        gpu.submit_rows(np.ascontiguousarray(ring[k]), cuts, got.append)  # a copy: staged
+        gpu.wait()
+        expect.append(got[0])
+    unpin = gpu.pin(ring)
+    try:
+        assert gpu._is_pinned(ring[2]) and not gpu._is_pinned(rows)
+        out: dict = {}
+        for rounds in range(3):
+            for k in range(len(ring)):
+                gpu.submit_rows(ring[k], cuts, lambda o, k=k, r=rounds: out.setdefault((r, k), o))
+        gpu.wait()
+    finally:
+        unpin()
+    assert not gpu._is_pinned(ring[2])
+    for (_, k), o in out.items():
+        assert not isinstance(o, BaseException), o
+        np.testing.assert_allclose(o, expect[k], atol=same_rows_tol(gpu))
+    assert len(out) == 3 * len(ring)
+
+
 def _frames(n):
     from tests.clips import textured_frames
 

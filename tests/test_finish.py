@@ -131,3 +131,32 @@ def test_records_are_the_same_when_the_inferencer_finishes_the_views(tmp_path, m
     fallback = _scores(paths, frames="all", batch_size=4)
     assert rings == [SIDE, 0]
     assert [_comparable(r) for r in fallback] == [_comparable(r) for r in before]
+
+
+def test_the_pool_engine_pins_its_ring_and_withdraws_it_before_the_ring_goes(tmp_path, monkeypatch):
+    """The ring is offered to the inferencer once (CUDA registers it and copies rows straight
+    from it) and withdrawn after the last batch, before its memory is unmapped."""
+    from vqa.infer.base import Inferencer
+
+    events: list = []
+    real_close = BatchRing.close
+
+    def pin(self, buffer):
+        events.append(("pin", buffer.nbytes))
+        return lambda: events.append(("unpin",))
+
+    def close(ring):
+        if ring._shm is not None:
+            events.append(("close",))
+        real_close(ring)
+
+    monkeypatch.setattr(Inferencer, "pin", pin)
+    monkeypatch.setattr(BatchRing, "close", close)
+    path = str(tmp_path / "a.mp4")
+    write_clip(path, textured_frames(8, 360, 640, seed=7), fps=8)
+    with Scorer(workers=1, threads=1, batch_size=4) as scorer:
+        record = scorer.score(path)
+        ring = scorer._engine.ring
+        size = ring.spec.slots * ring.spec.slot_bytes
+    assert record.status == "ok"
+    assert events == [("pin", size), ("unpin",), ("close",)]

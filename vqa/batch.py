@@ -76,6 +76,11 @@ class BatchRing:
         self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
         self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
 
+    @property
+    def array(self) -> np.ndarray:
+        """Every slot, (slots, *slot_shape): the whole segment, for ``Inferencer.pin``."""
+        return self._array
+
     def views(self, slot: int, count: int) -> np.ndarray:
         """A slot's first ``count`` views, (count, V, V, 3), where rows hold views alone."""
         assert not self.spec.mosaic_side, "a ring of mosaic rows: read rows() and FrameMeta.cut"

@@ -96,6 +96,7 @@ class PoolEngine(Engine):
         try:
             self.inferencer = inferencer() if callable(inferencer) else inferencer
             self.pool.wait_ready()  # a memory limit too low, or no main guard, fails here
+            self._unpin = self.inferencer.pin(self.ring.array)  # withdrawn in close(), before the ring goes
         except BaseException:
             try:
                 self.pool.close()
@@ -166,6 +167,7 @@ class PoolEngine(Engine):
         try:
             self.pool.close()
         finally:
+            self._unpin()  # the dispatcher has waited for the inferencer: no copy reads the ring now
             self.ring.close()
             with self._wake_lock:
                 os.close(self._wake_r)

@@ -55,6 +55,12 @@ class Inferencer(ABC):
             return
         self.submit(views, done)
 
+    def pin(self, buffer: np.ndarray) -> Callable[[], None]:
+        """Offer ``buffer`` (the ring) to be read straight from by the device; return the call
+        that withdraws it, made once every batch submitted from it is back. On the CPU there is
+        nothing to do; CUDA registers it (no staging copy)."""
+        return lambda: None
+
     def wait(self) -> None:
         """Block until every submitted batch has called back."""
 

@@ -21,6 +21,7 @@ choose the kernels the graph keeps.
 """
 from __future__ import annotations
 
+import math
 import queue
 import threading
 
@@ -60,13 +61,15 @@ def cuda_problem() -> str | None:
 
 
 class _Pinned:
-    """One in-flight batch's pinned host buffers; ``free`` is held from fill until collected."""
+    """One in-flight batch's buffers; ``free`` is held from fill until collected."""
 
     def __init__(self, size: int, view: int):
         self.host_in = torch.empty((size, view, view, 3), dtype=torch.uint8).pin_memory()
         self.host_np = self.host_in.numpy()
         self.host_out = torch.empty((size, OUTPUTS), dtype=torch.float32).pin_memory()
-        self.host_rows: torch.Tensor | None = None  # ring rows (submit_rows), made on first use
+        self.host_rows: torch.Tensor | None = None  # staged ring rows (submit_rows), made on first use
+        self.dev: torch.Tensor | None = None  # this batch's inputs on the device, before dev_in
+        self.loaded = torch.cuda.Event()  # the copy into ``dev`` is done
         self.done = torch.cuda.Event()
         self.free = threading.Semaphore(1)
 
@@ -75,17 +78,23 @@ class _Pinned:
             self.host_rows = torch.empty((size, row_bytes), dtype=torch.uint8).pin_memory()
         return self.host_rows
 
+    def device_bytes(self, shape: tuple[int, ...], device) -> torch.Tensor:
+        """A uint8 device tensor of ``shape`` on this slot's own memory (kept for the next batch)."""
+        need = math.prod(shape)
+        if self.dev is None or self.dev.numel() < need:
+            self.dev = torch.empty(need, dtype=torch.uint8, device=device)
+        return self.dev[:need].view(shape)
+
 
 class _BucketGraph:
-    """One bucket's device tensors, captured graph and ``SLOTS`` pinned buffers: while the GPU
-    runs one batch, the next is filled into the other buffer."""
+    """One bucket's device tensors, captured graph and ``SLOTS`` buffers: while the GPU runs
+    one batch, the next is filled and copied in on the copy stream."""
 
     def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream,
                  channels_last: bool = False, half_weights: bool = False):
         self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
         self._next = 0
         self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
-        self.dev_rows: torch.Tensor | None = None  # ring rows on the device (enqueue_rows)
 
         def forward() -> torch.Tensor:
             # .float() keeps the permuted NHWC strides; channels_last also puts the weights in NHWC.
@@ -110,47 +119,62 @@ class _BucketGraph:
                 self.dev_out = forward()
         stream.synchronize()
 
-    def enqueue(self, views: np.ndarray, stream) -> tuple[_Pinned, int]:
-        """Fill a free pinned buffer and queue copy in, replay, copy out on ``stream``; the
-        caller collects ``slot.host_out`` after ``slot.done`` and releases ``slot.free``."""
+    def enqueue(self, views: np.ndarray, stream, copier) -> tuple[_Pinned, int]:
+        """Fill a free pinned buffer and queue copy in (on ``copier``), replay, copy out (on
+        ``stream``); the caller collects ``slot.host_out`` after ``slot.done`` and releases
+        ``slot.free``."""
         def load(slot: _Pinned) -> int:
             n = fill_bucket(slot.host_np, views)
-            # Same stream: this copy waits for the previous replay, which has read dev_in.
-            self.dev_in.copy_(slot.host_in, non_blocking=True)
+            slot.device_bytes(self.dev_in.shape, self.dev_in.device).copy_(slot.host_in, non_blocking=True)
             return n
 
-        return self._run(load, stream)
+        def use(slot: _Pinned, n: int) -> None:
+            self.dev_in.copy_(slot.device_bytes(self.dev_in.shape, self.dev_in.device))
 
-    def enqueue_rows(self, rows: np.ndarray, cuts, stream, finish: ViewFinisher) -> tuple[_Pinned, int]:
+        return self._run(load, use, stream, copier)
+
+    def enqueue_rows(self, rows: np.ndarray, cuts, stream, copier, finish: ViewFinisher,
+                     pinned: bool) -> tuple[_Pinned, int]:
         """``enqueue`` for ring rows (vqa.preprocess.cut): the rows go to the device as they
-        are and ``finish`` makes the views there, on ``stream``, before the replay."""
+        are and ``finish`` makes the views there, on ``stream``, before the replay. ``pinned``
+        rows (the ring, registered with CUDA) are copied straight from where they lie, so they
+        are read until ``slot.done``; others are staged through this slot's pinned buffer."""
         n, row_bytes = rows.shape
         size = len(self.dev_in)
         if n > size:
             raise ValueError(f"{n} rows do not fit a bucket of {size}")
 
         def load(slot: _Pinned) -> int:
+            dev = slot.device_bytes((size, row_bytes), self.dev_in.device)
+            if pinned:
+                dev[:n].copy_(torch.from_numpy(rows), non_blocking=True)
+                return n
             host = slot.rows(size, row_bytes)
             used = max(self.dev_in[0].numel(), max((finish.geometry.grid * c) ** 2 * 3 for c in cuts))
             host.numpy()[:n, :used] = rows[:, :used]  # a row's bytes past its view or mosaic are never read
-            if self.dev_rows is None or self.dev_rows.shape != host.shape:
-                self.dev_rows = torch.empty(host.shape, dtype=torch.uint8, device=self.dev_in.device)
-            self.dev_rows[:n].copy_(host[:n], non_blocking=True)
-            finish(self.dev_rows[:n], cuts, self.dev_in[:n])
-            self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
+            dev[:n].copy_(host[:n], non_blocking=True)
             return n
 
-        return self._run(load, stream)
+        def use(slot: _Pinned, n: int) -> None:
+            finish(slot.device_bytes((size, row_bytes), self.dev_in.device)[:n], cuts, self.dev_in[:n])
+            self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
 
-    def _run(self, load, stream) -> tuple[_Pinned, int]:
-        """Take the next pinned buffer once its last batch is collected; on ``stream``: ``load``
-        it into ``dev_in``, replay, copy the outputs out, record ``done``."""
+        return self._run(load, use, stream, copier)
+
+    def _run(self, load, use, stream, copier) -> tuple[_Pinned, int]:
+        """Take the next buffer once its last batch is collected; on ``copier``: ``load`` it onto
+        the device; on ``stream``, once loaded: ``use`` it into ``dev_in``, replay, copy the
+        outputs out, record ``done``. The copy of one batch runs beside the replay of the last."""
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
-        slot.free.acquire()  # its previous batch has been collected
+        slot.free.acquire()  # its previous batch has been collected: its buffers are free
         try:
-            with torch.cuda.stream(stream):
+            with torch.cuda.stream(copier):
                 n = load(slot)
+                slot.loaded.record(copier)
+            with torch.cuda.stream(stream):
+                stream.wait_event(slot.loaded)
+                use(slot, n)
                 self.graph.replay()
                 slot.host_out.copy_(self.dev_out, non_blocking=True)
                 slot.done.record(stream)
@@ -158,6 +182,16 @@ class _BucketGraph:
             slot.free.release()
             raise
         return slot, n
+
+
+def _drain_error(device) -> None:
+    """A refused cudaHostRegister leaves its error to CUDA's next check (torch's, after some
+    kernel): a small kernel and a sync take it now, so it cannot fail a later batch."""
+    try:
+        torch.ones(1, dtype=torch.uint8, device=device).add_(1)
+        torch.cuda.synchronize(device)
+    except RuntimeError:
+        pass
 
 
 def _collect_one(slot: _Pinned, n: int) -> np.ndarray:
@@ -188,6 +222,7 @@ class CUDAInferencer(Inferencer):
         self._lock = threading.Lock()  # graphs are captured and batches queued one at a time
         self._pending: queue.Queue = queue.Queue()  # (slot, rows, done) in submission order; None: stop
         self._collector: threading.Thread | None = None
+        self._pinned: dict[int, int] = {}  # host memory registered by pin(): start -> end address
         try:
             self._device = torch.device("cuda", torch.cuda.current_device())
             state = torch.load(spec.path("pytorch"), weights_only=True, map_location="cpu")
@@ -198,6 +233,7 @@ class CUDAInferencer(Inferencer):
                 net = net.half()
             self._net = net.to(memory_format=torch.channels_last) if self.speed["channels_last"] else net
             self._stream = torch.cuda.Stream(self._device)
+            self._copier = torch.cuda.Stream(self._device)  # copies in, beside the replays
             self._finish = ViewFinisher(spec.preprocessing, self._device)
         except RuntimeError as e:  # out of memory, a device in exclusive use
             raise BackendUnavailable(f"backend 'cuda' could not load the model on the GPU: {e}") from None
@@ -230,7 +266,7 @@ class CUDAInferencer(Inferencer):
                 whole = self.infer(views)
             else:
                 with self._lock:
-                    slot, n = self._graph(chunks[0][2]).enqueue(views, self._stream)
+                    slot, n = self._graph(chunks[0][2]).enqueue(views, self._stream, self._copier)
         except Exception as e:  # handed over like a failure on the GPU would be
             whole = e
         if whole is not None:
@@ -241,7 +277,8 @@ class CUDAInferencer(Inferencer):
 
     def submit_rows(self, rows, cuts, done) -> None:
         """``submit`` for ring rows as ``vqa.preprocess.cut`` left them: the views are finished
-        on the GPU (vqa.infer.finish), so the decode workers skip the area resampling."""
+        on the GPU (vqa.infer.finish), so the decode workers skip the area resampling. Rows in
+        memory given to ``pin`` are read from there until ``done``; others are copied first."""
         queued = None
         try:
             rows = np.ascontiguousarray(rows, dtype=np.uint8)
@@ -251,7 +288,8 @@ class CUDAInferencer(Inferencer):
             chunks = plan_chunks(len(rows), self.buckets) if len(rows) else []
             if len(chunks) == 1:
                 with self._lock:
-                    queued = self._graph(chunks[0][2]).enqueue_rows(rows, cuts, self._stream, self._finish)
+                    queued = self._graph(chunks[0][2]).enqueue_rows(rows, cuts, self._stream, self._copier,
+                                                                    self._finish, self._is_pinned(rows))
         except Exception as e:  # handed over like a failure on the GPU would be
             done(e)
             return
@@ -260,6 +298,26 @@ class CUDAInferencer(Inferencer):
             return
         self._start_collector()
         self._pending.put((*queued, done))
+
+    def pin(self, buffer: np.ndarray):
+        """Register ``buffer`` (the ring) with CUDA, so its rows are copied to the GPU straight
+        from where they lie, with no staging copy by the submitting thread. Where CUDA refuses
+        (a limit on locked memory), rows are staged as before."""
+        start, nbytes = buffer.ctypes.data, buffer.nbytes
+        cudart = torch.cuda.cudart()
+        if nbytes == 0 or int(cudart.cudaHostRegister(start, nbytes, 0)) != 0:
+            _drain_error(self._device)
+            return lambda: None
+        self._pinned[start] = start + nbytes
+
+        def unpin() -> None:
+            if self._pinned.pop(start, None) is not None and int(cudart.cudaHostUnregister(start)) != 0:
+                _drain_error(self._device)
+        return unpin
+
+    def _is_pinned(self, rows: np.ndarray) -> bool:
+        start = rows.ctypes.data
+        return any(a <= start and start + rows.nbytes <= b for a, b in self._pinned.items())
 
     def _start_collector(self) -> None:
         with self._lock:
@@ -292,7 +350,7 @@ class CUDAInferencer(Inferencer):
             # One chunk in flight at a time: holding a buffer while waiting for another could
             # deadlock against a concurrent submit(). Chunks come only past the largest bucket.
             with self._lock:
-                queued = self._graph(bucket).enqueue(views[start:stop], self._stream)
+                queued = self._graph(bucket).enqueue(views[start:stop], self._stream, self._copier)
             parts.append(_collect_one(*queued))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -304,3 +362,6 @@ class CUDAInferencer(Inferencer):
         with self._lock:
             self._graphs.clear()
             self._net = None
+        for start in list(self._pinned):  # a caller that never withdrew its buffer
+            self._pinned.pop(start)
+            torch.cuda.cudart().cudaHostUnregister(start)

@@ -2,19 +2,28 @@
 
 A row holds a finished view (cut 0) or the mosaic of a frame's regions, each ``cut`` pixels
 square. The mosaic's view is the area resampling of each region to a patch: ``W @ region @ W.T``
-per channel, W being ``vqa.preprocess.area_weights``. It runs in float64, so it is exact to
-far below the 1 / (2 cut²) by which an output stays away from half-way between two integers
-(for odd cuts; see ``area_weights``), and it rounds half to even as OpenCV's conversion does:
-the views are the ones the workers would have made (tests/test_finish.py holds it to OpenCV's
-on real frames, on the CPU).
+per channel, W being ``vqa.preprocess.area_weights``. Every weight is k / region, so the sum
+runs on the integer weights ``K = region * W`` and is divided by region² at the end: each
+partial sum is an integer below 255 * 48² < 2**24, which float32 holds exactly in any order of
+summation. The quotient is correctly rounded, then rounded half to even as OpenCV's conversion
+does: the views are the ones the workers would have made (tests/test_finish.py holds it to
+OpenCV's on real frames, on the CPU). TF32 matmuls would round the partial sums, so where torch
+allows them the same sums run in float64.
 
 Torch alone: the same code runs on the CPU (tests) and on a CUDA stream (vqa.infer.cuda).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..preprocess import Geometry, area_weights
+
+
+def exact_dtype() -> torch.dtype:
+    """float32 where torch's float32 matmuls are IEEE float32 (its default), else float64."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    return torch.float64 if tf32 else torch.float32
 
 
 class ViewFinisher:
@@ -22,21 +31,24 @@ class ViewFinisher:
 
     def __init__(self, geometry: Geometry, device: torch.device | str = "cpu"):
         self.geometry, self.device = geometry, torch.device(device)
-        self._weights: dict[int, torch.Tensor] = {}
+        self._weights: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
-    def weights(self, region: int) -> torch.Tensor:
-        w = self._weights.get(region)
+    def weights(self, region: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(patch, region): ``region`` times the area weights, integers."""
+        w = self._weights.get((region, dtype))
         if w is None:
-            w = self._weights[region] = torch.from_numpy(area_weights(region, self.geometry.patch)).to(self.device)
+            k = np.rint(area_weights(region, self.geometry.patch) * region)
+            w = self._weights[(region, dtype)] = torch.from_numpy(k).to(self.device, dtype)
         return w
 
     def __call__(self, rows: torch.Tensor, cuts, out: torch.Tensor) -> None:
         """Write the views of ``rows`` ((N, bytes) uint8) into ``out`` ((N, V, V, 3) uint8), on
         the current stream of ``rows``' device; ``cuts[i]``: row i's region, 0 for a view."""
-        grid, v = self.geometry.grid, self.geometry.view
+        grid, v, patch = self.geometry.grid, self.geometry.view, self.geometry.patch
         groups: dict[int, list[int]] = {}
         for i, c in enumerate(cuts):
             groups.setdefault(int(c), []).append(i)
+        dtype = exact_dtype()
         for region, idx in groups.items():
             # A run of consecutive rows (a folder of one frame size: the whole batch) is a slice.
             sel: slice | torch.Tensor = slice(idx[0], idx[-1] + 1) if idx[-1] - idx[0] + 1 == len(idx) \
@@ -44,9 +56,11 @@ class ViewFinisher:
             if region == 0:
                 out[sel] = rows[sel, :v * v * 3].reshape(-1, v, v, 3)
                 continue
-            side = grid * region
-            x = rows[sel, :side * side * 3].reshape(-1, grid, region, grid, region, 3).double()
-            w = self.weights(region)
-            # out[k, a, p, b, q, c] = sum over r, s of w[p, r] * w[q, s] * x[k, a, r, b, s, c]
-            y = torch.einsum("pr,karbsc,qs->kapbqc", w, x, w)
-            out[sel] = y.round_().clamp_(0, 255).to(torch.uint8).reshape(-1, v, v, 3)
+            side, k = grid * region, self.weights(region, dtype)
+            # Rows of regions, (n, a, r, b, s, c); the columns s contracted first, as one matmul.
+            x = rows[sel, :side * side * 3].reshape(-1, grid, region, grid, region, 3)
+            x = x.permute(0, 1, 2, 3, 5, 4).contiguous().to(dtype)  # (n, a, r, b, c, s)
+            y = (x @ k.T).reshape(len(x), grid, region, grid * 3 * patch)  # (n, a, r, [b, c, q])
+            y = (k @ y).reshape(len(x), grid, patch, grid, 3, patch)  # (n, a, p, b, c, q)
+            y = y.permute(0, 1, 2, 3, 5, 4).div_(region * region).round_().clamp_(0, 255)
+            out[sel] = y.to(torch.uint8).reshape(-1, v, v, 3)
