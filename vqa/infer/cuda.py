@@ -21,7 +21,6 @@ choose the kernels the graph keeps.
 """
 from __future__ import annotations
 
-import math
 import queue
 import threading
 
@@ -63,13 +62,14 @@ def cuda_problem() -> str | None:
 class _Pinned:
     """One in-flight batch's buffers; ``free`` is held from fill until collected."""
 
-    def __init__(self, size: int, view: int):
+    def __init__(self, size: int, view: int, device):
         self.host_in = torch.empty((size, view, view, 3), dtype=torch.uint8).pin_memory()
         self.host_np = self.host_in.numpy()
         self.host_out = torch.empty((size, OUTPUTS), dtype=torch.float32).pin_memory()
         self.host_rows: torch.Tensor | None = None  # staged ring rows (submit_rows), made on first use
-        self.dev: torch.Tensor | None = None  # this batch's inputs on the device, before dev_in
-        self.loaded = torch.cuda.Event()  # the copy into ``dev`` is done
+        self.dev_views = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)  # before dev_in
+        self.dev_rows: torch.Tensor | None = None  # ring rows on the device (submit_rows), made on first use
+        self.loaded = torch.cuda.Event()  # dev_views holds this batch's views
         self.done = torch.cuda.Event()
         self.free = threading.Semaphore(1)
 
@@ -78,21 +78,19 @@ class _Pinned:
             self.host_rows = torch.empty((size, row_bytes), dtype=torch.uint8).pin_memory()
         return self.host_rows
 
-    def device_bytes(self, shape: tuple[int, ...], device) -> torch.Tensor:
-        """A uint8 device tensor of ``shape`` on this slot's own memory (kept for the next batch)."""
-        need = math.prod(shape)
-        if self.dev is None or self.dev.numel() < need:
-            self.dev = torch.empty(need, dtype=torch.uint8, device=device)
-        return self.dev[:need].view(shape)
+    def device_rows(self, size: int, row_bytes: int) -> torch.Tensor:
+        if self.dev_rows is None or self.dev_rows.shape[1] != row_bytes:
+            self.dev_rows = torch.empty((size, row_bytes), dtype=torch.uint8, device=self.dev_views.device)
+        return self.dev_rows
 
 
 class _BucketGraph:
     """One bucket's device tensors, captured graph and ``SLOTS`` buffers: while the GPU runs
-    one batch, the next is filled and copied in on the copy stream."""
+    one batch, the next is copied in and its views finished on the copy stream."""
 
     def __init__(self, net: QualityNet, size: int, view: int, fp16: bool, device, stream,
                  channels_last: bool = False, half_weights: bool = False):
-        self.slots = [_Pinned(size, view) for _ in range(SLOTS)]
+        self.slots = [_Pinned(size, view, device) for _ in range(SLOTS)]
         self._next = 0
         self.dev_in = torch.zeros((size, view, view, 3), dtype=torch.uint8, device=device)
 
@@ -125,18 +123,15 @@ class _BucketGraph:
         ``slot.free``."""
         def load(slot: _Pinned) -> int:
             n = fill_bucket(slot.host_np, views)
-            slot.device_bytes(self.dev_in.shape, self.dev_in.device).copy_(slot.host_in, non_blocking=True)
+            slot.dev_views.copy_(slot.host_in, non_blocking=True)
             return n
 
-        def use(slot: _Pinned, n: int) -> None:
-            self.dev_in.copy_(slot.device_bytes(self.dev_in.shape, self.dev_in.device))
-
-        return self._run(load, use, stream, copier)
+        return self._run(load, stream, copier)
 
     def enqueue_rows(self, rows: np.ndarray, cuts, stream, copier, finish: ViewFinisher,
                      pinned: bool) -> tuple[_Pinned, int]:
         """``enqueue`` for ring rows (vqa.preprocess.cut): the rows go to the device as they
-        are and ``finish`` makes the views there, on ``stream``, before the replay. ``pinned``
+        are and ``finish`` makes the views there, beside the previous replay. ``pinned``
         rows (the ring, registered with CUDA) are copied straight from where they lie, so they
         are read until ``slot.done``; others are staged through this slot's pinned buffer."""
         n, row_bytes = rows.shape
@@ -145,26 +140,25 @@ class _BucketGraph:
             raise ValueError(f"{n} rows do not fit a bucket of {size}")
 
         def load(slot: _Pinned) -> int:
-            dev = slot.device_bytes((size, row_bytes), self.dev_in.device)
+            dev = slot.device_rows(size, row_bytes)
             if pinned:
                 dev[:n].copy_(torch.from_numpy(rows), non_blocking=True)
-                return n
-            host = slot.rows(size, row_bytes)
-            used = max(self.dev_in[0].numel(), max((finish.geometry.grid * c) ** 2 * 3 for c in cuts))
-            host.numpy()[:n, :used] = rows[:, :used]  # a row's bytes past its view or mosaic are never read
-            dev[:n].copy_(host[:n], non_blocking=True)
+            else:
+                host = slot.rows(size, row_bytes)
+                used = max(self.dev_in[0].numel(), max((finish.geometry.grid * c) ** 2 * 3 for c in cuts))
+                host.numpy()[:n, :used] = rows[:, :used]  # a row's bytes past its view or mosaic are never read
+                dev[:n].copy_(host[:n], non_blocking=True)
+            finish(dev[:n], cuts, slot.dev_views[:n])
+            slot.dev_views[n:].zero_()  # the padding, as fill_bucket leaves it
             return n
 
-        def use(slot: _Pinned, n: int) -> None:
-            finish(slot.device_bytes((size, row_bytes), self.dev_in.device)[:n], cuts, self.dev_in[:n])
-            self.dev_in[n:].zero_()  # the padding, as fill_bucket leaves it
+        return self._run(load, stream, copier)
 
-        return self._run(load, use, stream, copier)
-
-    def _run(self, load, use, stream, copier) -> tuple[_Pinned, int]:
-        """Take the next buffer once its last batch is collected; on ``copier``: ``load`` it onto
-        the device; on ``stream``, once loaded: ``use`` it into ``dev_in``, replay, copy the
-        outputs out, record ``done``. The copy of one batch runs beside the replay of the last."""
+    def _run(self, load, stream, copier) -> tuple[_Pinned, int]:
+        """Take the next buffer once its last batch is collected; on ``copier``: ``load`` its
+        views into ``slot.dev_views``; on ``stream``, once loaded: copy them into ``dev_in``
+        (the graph's input), replay, copy the outputs out, record ``done``. The copy (and finish)
+        of one batch runs beside the replay of the last."""
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
         slot.free.acquire()  # its previous batch has been collected: its buffers are free
@@ -174,7 +168,7 @@ class _BucketGraph:
                 slot.loaded.record(copier)
             with torch.cuda.stream(stream):
                 stream.wait_event(slot.loaded)
-                use(slot, n)
+                self.dev_in.copy_(slot.dev_views)
                 self.graph.replay()
                 slot.host_out.copy_(self.dev_out, non_blocking=True)
                 slot.done.record(stream)
