@@ -1,6 +1,7 @@
 """Where a batch of ring rows spends its time on the GPU (issue 20): the staging copy on the
-CPU, the copy to the device, the finish (vqa.infer.finish, float32 and float64) and the graph's
-replay, each timed alone with CUDA events over ``--reps`` batches.
+CPU, the copy to the device, the finish (vqa.infer.finish, float32, as launched and captured in a
+CUDA graph, and float64) and the graph's replay, each timed alone with CUDA events over ``--reps``
+batches.
 
     python scripts/rows_profile.py --precision fp16 --batch-size 32 128 --region 43 --out F.json
 """
@@ -48,6 +49,13 @@ def profile(gpu, n: int, region: int, reps: int) -> dict:
     row = {"batch_size": n, "region": region, "row_bytes": rows.shape[1], "staging_cpu_ms": round(staging, 4),
            "h2d_ms": gpu_ms(copy, reps, gpu._stream), "finish_fp32_ms": gpu_ms(finish, reps, gpu._stream),
            "replay_ms": gpu_ms(graph.graph.replay, reps, gpu._stream)}
+    graph_of_finish = torch.cuda.CUDAGraph()  # the finish alone, without its launches' cost
+    with torch.cuda.stream(gpu._stream):
+        finish()
+        gpu._stream.synchronize()
+        with torch.cuda.graph(graph_of_finish, stream=gpu._stream):
+            finish()
+    row["finish_fp32_graph_ms"] = gpu_ms(graph_of_finish.replay, reps, gpu._stream)
     torch.backends.cuda.matmul.allow_tf32 = True  # finish falls back to float64
     row["finish_fp64_ms"] = gpu_ms(finish, reps, gpu._stream)
     torch.backends.cuda.matmul.allow_tf32 = False

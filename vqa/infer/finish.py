@@ -31,20 +31,22 @@ class ViewFinisher:
 
     def __init__(self, geometry: Geometry, device: torch.device | str = "cpu"):
         self.geometry, self.device = geometry, torch.device(device)
-        self._weights: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        self._weights: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def weights(self, region: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """(patch, region): ``region`` times the area weights, integers."""
+    def weights(self, region: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """``region`` times the area weights, integers: K (patch, region) for the rows, and for
+        the columns, whose channels are interleaved, kron(K.T, I3) (region * 3, patch * 3)."""
         w = self._weights.get((region, dtype))
         if w is None:
             k = np.rint(area_weights(region, self.geometry.patch) * region)
-            w = self._weights[(region, dtype)] = torch.from_numpy(k).to(self.device, dtype)
+            w = self._weights[(region, dtype)] = (torch.from_numpy(k).to(self.device, dtype),
+                                                  torch.from_numpy(np.kron(k.T, np.eye(3))).to(self.device, dtype))
         return w
 
     def __call__(self, rows: torch.Tensor, cuts, out: torch.Tensor) -> None:
         """Write the views of ``rows`` ((N, bytes) uint8) into ``out`` ((N, V, V, 3) uint8), on
         the current stream of ``rows``' device; ``cuts[i]``: row i's region, 0 for a view."""
-        grid, v, patch = self.geometry.grid, self.geometry.view, self.geometry.patch
+        grid, v = self.geometry.grid, self.geometry.view
         groups: dict[int, list[int]] = {}
         for i, c in enumerate(cuts):
             groups.setdefault(int(c), []).append(i)
@@ -56,11 +58,14 @@ class ViewFinisher:
             if region == 0:
                 out[sel] = rows[sel, :v * v * 3].reshape(-1, v, v, 3)
                 continue
-            side, k = grid * region, self.weights(region, dtype)
-            # Rows of regions, (n, a, r, b, s, c); the columns s contracted first, as one matmul.
-            x = rows[sel, :side * side * 3].reshape(-1, grid, region, grid, region, 3)
-            x = x.permute(0, 1, 2, 3, 5, 4).contiguous().to(dtype)  # (n, a, r, b, c, s)
-            y = (x @ k.T).reshape(len(x), grid, region, grid * 3 * patch)  # (n, a, r, [b, c, q])
-            y = (k @ y).reshape(len(x), grid, patch, grid, 3, patch)  # (n, a, p, b, c, q)
-            y = y.permute(0, 1, 2, 3, 5, 4).div_(region * region).round_().clamp_(0, 255)
-            out[sel] = y.to(torch.uint8).reshape(-1, v, v, 3)
+            side, (k, k_cols) = grid * region, self.weights(region, dtype)
+            # The mosaic's rows of regions, (n * a, r, [b, s, c]): no copy but the conversion.
+            x = rows[sel, :side * side * 3].reshape(-1, region, side * 3).to(dtype)
+            y = k @ x  # (n * a, p, [b, s, c]): the rows, one matmul per row of regions
+            y = y.reshape(-1, region * 3) @ k_cols  # ([n, a, p, b], [q, c]): the columns
+            # Every sum is at most 255 * region²: no clamp. A slice's copy converts to uint8.
+            y = y.div_(region * region).round_().reshape(-1, v, v, 3)
+            if isinstance(sel, slice):
+                out[sel].copy_(y)
+            else:
+                out[sel] = y.to(torch.uint8)
