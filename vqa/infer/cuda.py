@@ -4,9 +4,11 @@ Precision: ``fp32`` runs the network in float32 (TF32 matmuls off, so scores sta
 CPU's); ``fp16`` runs it with weights and activations in float16 (``half_weights``; without
 it, under ``torch.autocast(float16)`` with the weights kept in float32).
 Batches are padded to a bucket (vqa.infer.buckets) and each bucket's forward pass is captured
-once as a CUDA graph, on its first use, then replayed. Views travel uint8 through a pinned host
-buffer, copied with ``non_blocking`` on this inferencer's stream; the conversion to float and
-the channel order happen inside the graph.
+once as a CUDA graph, on its first use, then replayed. Inputs travel uint8 on a copy stream of
+their own, so one batch is copied in (and its views finished: vqa.infer.finish) while the last
+replays: views through a pinned host buffer, ring rows straight from the ring once the engine
+has given it to ``pin`` (registered with CUDA; no staging copy). The conversion to float and the
+channel order happen inside the graph.
 
 Speed options (``SPEED_OPTIONS``; ``scripts/gpu_check.py --variants`` measures each with its
 agreement against the CPU before any becomes a default; only ``half_weights`` is on): ``tf32``
