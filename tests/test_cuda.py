@@ -182,3 +182,44 @@ def test_precision_auto_follows_backend_auto(monkeypatch):
             .precision) == ("openvino", "fp32")
     monkeypatch.setattr(vqa.infer, "cuda_available", lambda: True)
     assert (ScoreOptions(backend="auto", precision="auto").precision) == "fp16"
+
+
+class _FakeCudart:
+    def __init__(self, answer):
+        self.answer, self.registered, self.unregistered = answer, [], []
+
+    def cudaHostRegister(self, start, nbytes, flags):  # noqa: N802 - CUDA's name
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        self.registered.append((start, nbytes))
+        return self.answer
+
+    def cudaHostUnregister(self, start):  # noqa: N802
+        self.unregistered.append(start)
+        return 0
+
+
+@pytest.mark.parametrize("answer", [0, 2, RuntimeError("no binding")])
+def test_pin_registers_the_ring_or_falls_back_to_staging(monkeypatch, answer):
+    """``pin`` without a GPU (the CUDA calls faked): registered memory is read in place while
+    pinned, rows elsewhere or after ``unpin`` are staged; a refusal (2: out of memory) or a
+    torch without the binding leaves every row staged and never raises."""
+    from types import SimpleNamespace
+
+    from vqa.infer import cuda
+
+    fake, drained = _FakeCudart(answer), []
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(cuda, "_drain_error", drained.append)
+    gpu = SimpleNamespace(_pinned={}, _device="cuda:0")
+    ring, other = np.zeros((3, 4, 100), np.uint8), np.zeros((4, 100), np.uint8)
+    unpin = cuda.CUDAInferencer.pin(gpu, ring)
+    is_pinned = lambda rows: cuda.CUDAInferencer._is_pinned(gpu, rows)  # noqa: E731
+    assert is_pinned(ring[1]) == (answer == 0)
+    assert not is_pinned(other)
+    assert drained == ([] if answer == 0 else ["cuda:0"])
+    unpin()
+    assert not is_pinned(ring[1])
+    assert fake.unregistered == ([ring.ctypes.data] if answer == 0 else [])
+    unpin()  # twice is harmless
+    assert len(fake.unregistered) <= 1

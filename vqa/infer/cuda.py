@@ -300,8 +300,12 @@ class CUDAInferencer(Inferencer):
         from where they lie, with no staging copy by the submitting thread. Where CUDA refuses
         (a limit on locked memory), rows are staged as before."""
         start, nbytes = buffer.ctypes.data, buffer.nbytes
-        cudart = torch.cuda.cudart()
-        if nbytes == 0 or int(cudart.cudaHostRegister(start, nbytes, 0)) != 0:
+        try:
+            cudart = torch.cuda.cudart()
+            registered = nbytes > 0 and int(cudart.cudaHostRegister(start, nbytes, 0)) == 0
+        except (RuntimeError, AttributeError):  # a torch without the binding: stage as before
+            registered = False
+        if not registered:
             _drain_error(self._device)
             return lambda: None
         self._pinned[start] = start + nbytes
@@ -313,7 +317,7 @@ class CUDAInferencer(Inferencer):
 
     def _is_pinned(self, rows: np.ndarray) -> bool:
         start = rows.ctypes.data
-        return any(a <= start and start + rows.nbytes <= b for a, b in self._pinned.items())
+        return any(a <= start and start + rows.nbytes <= b for a, b in list(self._pinned.items()))
 
     def _start_collector(self) -> None:
         with self._lock:
