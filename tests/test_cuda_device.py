@@ -113,6 +113,37 @@ def test_submit_rows_finishes_mosaics_on_the_gpu_as_the_workers_would(gpu):
         np.testing.assert_allclose(g, expect, atol=same_rows_tol(gpu))
 
 
+@pytest.mark.parametrize("tf32", [False, True], ids=["float32", "float64"])
+def test_the_gpu_finisher_gives_opencvs_views_bit_for_bit(tf32):
+    """vqa.infer.finish on the GPU (cuBLAS sums, CUDA's division by a reciprocal), for every
+    region of 33 to 47 px, on noise and on smooth frames: the views are OpenCV's, byte for byte.
+    With TF32 allowed the finish runs in float64."""
+    import cv2
+    import torch
+
+    from tests.test_finish import rows_of
+    from vqa.infer.finish import ViewFinisher
+    from vqa.preprocess import TRAINING, VIEW, fragments
+
+    rng = np.random.default_rng(8)
+    frames = []
+    for h in range(560, 812, 16):  # regions 33 to 48
+        noise = rng.integers(0, 256, (h, h * 16 // 9, 3), dtype=np.uint8)
+        frames += [noise, cv2.GaussianBlur(noise, (0, 0), 2.0)]
+    rows, cuts = rows_of(frames)
+    assert len(set(cuts)) >= 15
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        out = torch.zeros((len(frames), VIEW, VIEW, 3), dtype=torch.uint8, device="cuda")
+        ViewFinisher(TRAINING, "cuda")(torch.from_numpy(rows).cuda(), cuts, out)
+        got = out.cpu().numpy()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    for i, f in enumerate(frames):
+        assert np.array_equal(got[i], fragments(f)), f"frame {i}, region {cuts[i]}"
+
+
 def test_rows_from_pinned_memory_are_read_where_they_lie(gpu):
     """``pin`` (as the pool engine pins its ring): rows are copied to the GPU from their own
     memory, with no staging; the outputs are those of staged rows. Each slot of the ring holds

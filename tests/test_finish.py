@@ -160,3 +160,15 @@ def test_the_pool_engine_pins_its_ring_and_withdraws_it_before_the_ring_goes(tmp
         size = ring.spec.slots * ring.spec.slot_bytes
     assert record.status == "ok"
     assert events == [("pin", size), ("unpin",), ("close",)]
+
+
+def test_no_region_leaves_an_output_half_way_between_two_integers():
+    """vqa.infer.finish divides exact integer sums by region² and rounds: it relies on every
+    quotient being an integer over an odd number, whatever the rounding of the division."""
+    import math
+
+    for region in range(PATCH + 1, MOSAIC_MAX_REGION + 1):
+        k = np.rint(area_weights(region) * region)
+        assert np.allclose(k, area_weights(region) * region)  # integer weights
+        g = math.gcd(*k.astype(int).ravel().tolist())
+        assert (region * region // math.gcd(region * region, g * g)) % 2 == 1, region

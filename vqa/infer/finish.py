@@ -5,9 +5,13 @@ square. The mosaic's view is the area resampling of each region to a patch: ``W 
 per channel, W being ``vqa.preprocess.area_weights``. Every weight is k / region, so the sum
 runs on the integer weights ``K = region * W`` and is divided by region² at the end: each
 partial sum is an integer below 255 * 48² < 2**24, which float32 holds exactly in any order of
-summation. The quotient is correctly rounded, then rounded half to even as OpenCV's conversion
-does: the views are the ones the workers would have made (tests/test_finish.py holds it to
-OpenCV's on real frames, on the CPU). TF32 matmuls would round the partial sums, so where torch
+summation. The quotient is then rounded half to even as OpenCV's conversion does, and it is
+never half-way: with g = gcd(region, patch), every K is a multiple of g, so the quotient is an
+integer over (region / g)², an odd number (patch 32 holds every factor 2 of a region up to 63).
+It is thus at least 1 / (2 * 47²) from half-way for regions up to 48, far more than the last-bit
+error of the division (CUDA multiplies by the reciprocal of a Python divisor). The views are the
+ones the workers would have made: tests/test_finish.py holds them to OpenCV's on the CPU, and
+tests/test_cuda_device.py on the GPU. TF32 matmuls would round the partial sums, so where torch
 allows them the same sums run in float64.
 
 Torch alone: the same code runs on the CPU (tests) and on a CUDA stream (vqa.infer.cuda).
