@@ -37,6 +37,7 @@ from .network import OUTPUTS, QualityNet
 
 WARMUP_RUNS = 3  # eager passes on the side stream before capture, as torch.cuda.graphs asks
 SLOTS = 2  # pinned buffers per bucket: one filling while the GPU runs the other
+HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 SPEED_OPTIONS = {"tf32": False, "channels_last": False, "cudnn_benchmark": False,  # the defaults
                  "half_weights": True}
 
@@ -302,7 +303,8 @@ class CUDAInferencer(Inferencer):
         start, nbytes = buffer.ctypes.data, buffer.nbytes
         try:
             cudart = torch.cuda.cudart()
-            registered = nbytes > 0 and int(cudart.cudaHostRegister(start, nbytes, 0)) == 0
+            # Portable: pinned for every device's context, not only the calling thread's current one.
+            registered = nbytes > 0 and int(cudart.cudaHostRegister(start, nbytes, HOST_REGISTER_PORTABLE)) == 0
         except (RuntimeError, AttributeError):  # a torch without the binding: stage as before
             registered = False
         if not registered:
