@@ -420,13 +420,17 @@ make_folder(Path('/tmp/vqa_rc/$size'), videos=1, size=tuple(int(x) for x in '$si
     --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16
 }
 
+old_code() {  # AB_OLD's code (from `pack`) into /tmp/old_code, with this checkout's weights; 1 without it
+  [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED $1: no .device_bench/old_code.tar.xz"; return 1; }
+  rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
+  ln -s "$PWD/models" /tmp/old_code/models
+}
+
 rows() {  # issue 20: ring rows to the GPU, this code (the ring pinned, copies beside the replays,
   # the finish in float32) against AB_OLD's: where a batch's time goes (scripts/rows_profile.py), then
   # views/s through submit() and submit_rows() (pinned and staged) at batch 32 and 128, fp16, in turns
   gpu_here || { echo "== SKIPPED rows: no CUDA device here"; return 0; }
-  [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED rows: no .device_bench/old_code.tar.xz"; return 0; }
-  rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
-  ln -sfn "$PWD/models" /tmp/old_code/models
+  old_code rows || return 0
   "$PY" -c "
 from vqa.batch import BatchRing
 from vqa.infer import open_inferencer
@@ -462,9 +466,7 @@ ab() {  # this checkout against an older commit's code (.device_bench/old_code.t
   # `pack` with AB_OLD=COMMIT), in turns, on the GPU path: every frame (30 clips) and the default
   # plan (120), AB_ROUNDS rounds; JSON to $OUT/ab_{old,new}_{all,default}_ROUND.json
   "$PY" -c "import av" 2>/dev/null || { echo "== SKIPPED ab: stage .whl/av first"; return 0; }
-  [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED ab: no .device_bench/old_code.tar.xz"; return 0; }
-  rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
-  ln -s "$PWD/models" /tmp/old_code/models  # the old code with this checkout's weights
+  old_code ab || return 0
   local r which plan folder backend=${AB_BACKEND:-cuda:fp16}
   clips "$N_CLIPS_ALL"
   for r in $(seq 1 "${AB_ROUNDS:-2}"); do

@@ -195,9 +195,10 @@ def area_weights(region: int, patch: int = PATCH) -> np.ndarray:
     """(patch, region) float64: the weights of area resampling ``region`` pixels to ``patch``
     (OpenCV's INTER_AREA): output pixel o averages source pixels over [o, o + 1) * region /
     patch, each by its overlap. Applied along both axes of each region, they give OpenCV's view
-    (tests/test_preprocess.py): every weight is k / region, so an output is an integer over
-    region², which for an odd region is never half-way between two integers, and rounds the
-    same from any accurate sum."""
+    (tests/test_preprocess.py): every weight is k / region and a multiple of gcd(region,
+    patch) / region, so an output is an integer over an odd square for regions up to 63, never
+    half-way between two integers, and rounds the same from any accurate sum
+    (tests/test_finish.py)."""
     scale = region / patch
     w = np.zeros((patch, region))
     for o in range(patch):
