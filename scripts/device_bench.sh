@@ -25,6 +25,8 @@
 #     rows    issue 20's ring rows to the GPU: scripts/rows_profile.py (rows_profile.json), then views/s
 #             through submit() and submit_rows() (the ring pinned, and staged) at batch 32 and 128, cuda
 #             fp16, this code and AB_OLD's in turns (infer_rows.json)
+#     streams OpenVINO streams and thread pinning (scripts/ov_streams.py): views/s, then the default
+#             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
@@ -386,6 +388,44 @@ bf16() {  # issue 18: OpenVINO in bfloat16 (AMX on the H200's Xeon) against fp32
     --backend openvino:fp32 --backend openvino:bf16 --workers 8 --workers 11 --workers 12
 }
 
+streams() {  # issue 18: OpenVINO's streams and pinning (scripts/ov_streams.py): views/s by threads,
+  # streams and pinning on random views, then the default plan on 120 clips, each variant
+  # (streams:pinning:workers, STREAMS_VARIANTS) in its own `vqa bench` process, in turns, STREAMS_ROUNDS rounds
+  "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED streams: stage .whl/av and .whl/ov first"; return 0; }
+  lscpu > "$OUT/lscpu.txt" 2>&1
+  clips "$N_CLIPS"
+  step streams_grid 30 "${STREAMS_GRID_MAX_S:-150}" sh -c 'exec "$@" > /dev/null' - "$PY" scripts/ov_streams.py grid \
+    --threads ${STREAMS_THREADS:-7 8 9} --streams auto threads half --pinning default off --seconds 3 \
+    --out "$OUT/streams_grid.json"
+  local r v s pin w dir=/tmp/streams_runs
+  rm -rf "$dir" && mkdir -p "$dir"
+  for r in $(seq "${STREAMS_ROUNDS:-3}"); do
+    for v in ${STREAMS_VARIANTS:-auto:default:8 threads:default:8 auto:off:8 threads:off:8 threads:default:9 threads:default:7}; do
+      IFS=: read -r s pin w <<< "$v"
+      step "streams_${v//:/_}_$r" 20 60 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/ov_streams.py folder /tmp/vqa_f \
+        --workers "$w" --streams "$s" --pinning "$pin" --out "$dir/${v//:/_}_$r.json"
+    done
+  done
+  "$PY" - "$dir" "$OUT/streams_folder.json" <<'PYEOF'
+import json, sys
+from pathlib import Path
+runs = {}
+for f in sorted(Path(sys.argv[1]).glob("*.json")):
+    variant, round_ = f.stem.rsplit("_", 1)
+    try:
+        row = json.loads(f.read_text())
+        runs.setdefault(variant, []).append({"round": int(round_), **{k: row[k] for k in (
+            "videos_per_min", "workers", "inference_threads", "seconds", "load_avg")}})
+    except (ValueError, KeyError) as e:
+        runs.setdefault(variant, []).append({"round": int(round_), "error": repr(e)})
+for variant, rows in runs.items():
+    vals = sorted(r["videos_per_min"] for r in rows if "videos_per_min" in r)
+    print(variant, "videos/min by round:", [r.get("videos_per_min") for r in sorted(rows, key=lambda r: r["round"])],
+          "median:", vals[len(vals) // 2] if vals else None)
+Path(sys.argv[2]).write_text(json.dumps(runs, indent=1) + "\n")
+PYEOF
+}
+
 busy() {  # issue 18: why eight workers score less than eight times one (scripts/worker_busy.py):
   # each worker's CPU per video and busy share, the parent's threads, the cores' clock, at 1 and
   # 8 workers, cuda fp16 (inference off the CPU) and openvino fp32 / bf16 in turns
@@ -568,8 +608,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab|streams) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab, streams; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -590,6 +630,7 @@ main() {
       finish) finish ;;
       rows) rows ;;
       ab) ab ;;
+      streams) streams ;;
     esac
   done
   echo "=== summary"
