@@ -7,6 +7,9 @@ Every file the product writes (``--output``, ``--report``, ``vqa report -o``) go
 
 - a character device or a FIFO (/dev/null, a pipe) is written directly, never replaced;
   a block device, a folder or a socket is refused;
+- a name for one of this process's descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N, or
+  a link to one) is written through that descriptor, whatever it leads to;
+- none of these gets a job store beside it (``is_stream``): there is no file to resume;
 - anything else is written to a temporary file beside it, created exclusively and without
   following links (a link planted at that name is never written through), then renamed over
   the destination, so a symlink there is replaced, never followed;
@@ -22,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import stat
 import sys
 from contextlib import contextmanager, suppress
@@ -158,6 +162,41 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+_FD_NAME = re.compile(r"/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)/fd)/(\d+)")
+_MAX_HOPS = 40  # links followed before a name is taken for a loop (the kernel's own limit)
+
+
+def _descriptor(path: str) -> int | None:
+    """This process's descriptor that ``path`` names, through any links (/dev/stdout is a link
+    to /proc/self/fd/1), or None. Such a name must be written through: replacing it would replace
+    the link (as root, /dev/stdout itself), and what it leads to is often no file at all (a pipe)."""
+    for _ in range(_MAX_HOPS):
+        m = _FD_NAME.fullmatch(os.path.normpath(os.path.join(os.getcwd(), path)))
+        if m and (m.group(1) is None or int(m.group(1)) == os.getpid()):
+            try:
+                os.fstat(int(m.group(2)))
+            except OSError:
+                return None
+            return int(m.group(2))
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return None
+        path = os.path.join(os.path.dirname(path), target)
+    return None
+
+
+def is_stream(path: str) -> bool:
+    """True when ``path`` is written in place, not as a file put there whole: a character device,
+    a FIFO, one of this process's descriptors. A job writing there gets no store beside it."""
+    if _descriptor(path) is not None:
+        return True
+    try:
+        return _direct(path)
+    except UsageError:
+        return False  # refused when it is opened, with the reason
+
+
 def _direct(path: str) -> bool:
     """True for a destination written in place (a character device or a FIFO), False for a
     file replaced whole (a regular file, a link to one, or nothing yet); UsageError otherwise."""
@@ -217,6 +256,14 @@ def open_destination(path: str, *, keep_on_error: bool) -> Iterator[RecordFile]:
     raises, the records flushed so far are put in place anyway if ``keep_on_error`` (a job's
     records so far are valid), else dropped and ``path`` left as it was (a half page is no page).
     A record written but not flushed when the block raised is never kept."""
+    if not str(path).strip():
+        raise UsageError("the output's name is empty: give a file name")
+    fd = _descriptor(path)
+    if fd is not None:
+        f = RecordFile(os.dup(fd))  # the descriptor's own file position, as stdout's
+        with _closing(f):
+            yield f
+        return
     if _direct(path):
         f = RecordFile(os.open(path, os.O_WRONLY | os.O_NOCTTY | _CLOEXEC))
         with _closing(f):

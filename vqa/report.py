@@ -202,6 +202,9 @@ class CsvWriter(Writer):
     def __init__(self, stream: TextIO):
         super().__init__(stream)
         self._csv = csv.writer(stream, lineterminator="\n")
+        # The csv module quotes only the line terminator's characters, so a lone carriage return
+        # (a file name may hold one) would end the row for a reader: such a row is quoted whole.
+        self._quoted = csv.writer(stream, lineterminator="\n", quoting=csv.QUOTE_ALL)
         self._csv.writerow(CSV_COLUMNS)
         stream.flush()
 
@@ -218,7 +221,8 @@ class CsvWriter(Writer):
                 *(blank((d.get(obj) or {}).get(key)) for obj, keys in _NESTED.items() for key in keys)]
 
     def write(self, record):
-        self._csv.writerow(self.row(_as_dict(record)))
+        row = self.row(_as_dict(record))
+        (self._quoted if any("\r" in v for v in row if isinstance(v, str)) else self._csv).writerow(row)
         self.stream.flush()
 
 

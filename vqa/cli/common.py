@@ -15,7 +15,7 @@ from vqa.config import cli_fields
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: interrupted
 
-EXIT_CODES_HELP = """\\b
+EXIT_CODES_HELP = """\b
 Exit status:
   0  every video was scored
   1  some videos failed; each still has a record with status "error"

@@ -52,6 +52,9 @@ def report(results, out, thumbnails, quiet):
     """
     from vqa.report_html import load_records
 
+    if not out.strip():
+        click.echo("error: E_USAGE: --output is empty: give a file name", err=True)
+        sys.exit(EXIT_USAGE)
     if outputs.file_key(out) == outputs.file_key(results):
         click.echo(f"error: E_USAGE: --output {out} is RESULTS: writing it would destroy it", err=True)
         sys.exit(EXIT_USAGE)

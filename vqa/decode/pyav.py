@@ -163,9 +163,39 @@ class PyAVReader(VideoReader):
             return "is a still image, not a video"
         return f"is not a video container FFmpeg recognises and this reader accepts ({strerror})"
 
+    def _index_cut_short(self) -> bool:
+        """True for an MP4/MOV whose index (moov box) runs past the end of the file: cut short
+        inside it, FFmpeg opens what is there and finds no stream, or one with no codec."""
+        try:
+            size, pos = os.fstat(self._file.fd).st_size, 0
+            for _ in range(64):  # top-level boxes before the index: ftyp, free, mdat, ...
+                head = os.pread(self._file.fd, 16, pos)
+                if len(head) < 8:
+                    return False
+                n = int.from_bytes(head[:4], "big")
+                if n == 1 and len(head) == 16:  # a 64-bit size follows the type
+                    n = int.from_bytes(head[8:16], "big")
+                elif n == 0:  # the box runs to the end of the file
+                    n = size - pos
+                if n < 8:
+                    return False
+                if head[4:8] == b"moov":
+                    return pos + n > size
+                pos += n
+        except (AttributeError, OSError):
+            pass
+        return False
+
+    def _refuse_cut_index(self) -> None:
+        if self._index_cut_short():
+            raise InputError(f"{self.path!r} is an MP4/MOV file whose index (moov box) is cut short: it was cut "
+                             "(an interrupted upload or copy) or is still being written; the whole file is needed",
+                             code="E_NOT_VIDEO")
+
     def _codec_context(self) -> av.codec.context.CodecContext:
         ctx = _video_stream(self._container).codec_context
         if ctx is None:  # PyAV has no context where FFmpeg has no decoder for the codec id
+            self._refuse_cut_index()
             raise InputError(f"{self.path!r}: FFmpeg has no decoder for its video codec", code="E_DECODE")
         return ctx
 
@@ -173,6 +203,7 @@ class PyAVReader(VideoReader):
         # Headers first, with no decoder: the declared size is checked before any frame exists.
         self._container = self._open_checked(headers_only=True)
         if not video_streams(self._container):
+            self._refuse_cut_index()
             kinds = sorted({"attached picture" if s.type == "video" else s.type
                             for s in self._container.streams}) or ["none"]
             raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
@@ -207,8 +238,11 @@ class PyAVReader(VideoReader):
             raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
         check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
         self._ready.append(first)
-        # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns.
-        self._rot_k = round(first.rotation / 90) % 4
+        # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns. A matrix
+        # with no angle (all zero: NaN in FFmpeg, INT_MIN once PyAV casts it) is no rotation, as
+        # FFmpeg's own autorotate takes it.
+        rotation = first.rotation
+        self._rot_k = round(rotation / 90) % 4 if -360 <= rotation <= 360 else 0
         width, height = first.width, first.height
         if self._rot_k % 2:
             width, height = height, width

@@ -223,7 +223,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
             error: tuple[str, str] | None = None
             try:
                 _run(task, link, ring, geometry, decoder if beside else None)
-            except (_Stop, BrokenPipeError, EOFError):
+            except (_Stop, ConnectionError, EOFError):  # ConnectionError: a broken or reset link
                 raise
             except Exception as e:  # a decoder fault on one file must not take the worker down
                 if out_of_memory(e):
@@ -236,7 +236,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
                     error = (ErrorCode.E_INTERNAL, f"{type(e).__name__}: {e}")
             if error is not None:  # sent outside the handler: the traceback's memory is free again
                 link.send(Failed(task.task_id, *error))
-    except (_Stop, BrokenPipeError, EOFError, KeyboardInterrupt):
+    except (_Stop, ConnectionError, EOFError, KeyboardInterrupt):
         pass  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
     finally:
         ring.close()
