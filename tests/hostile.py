@@ -80,6 +80,42 @@ def truncated_without_index(folder: Path) -> str:
     return str(path)
 
 
+def _cut_in_index(folder: Path, into: float) -> str:
+    """moov at the front, the file cut ``into`` the way through it: FFmpeg opens what is there
+    and finds no stream, a data stream, or a video stream with no codec (the third attack)."""
+    path = folder / f"cut_in_index_{int(into * 100)}.mp4"
+    _encode_mp4(path, faststart=True)
+    data = path.read_bytes()
+    start = data.find(b"moov") - 4
+    size = int.from_bytes(data[start:start + 4], "big")
+    path.write_bytes(data[:start + max(8, int(size * into))])
+    return str(path)
+
+
+def cut_in_index_early(folder: Path) -> str:
+    return _cut_in_index(folder, 0.05)
+
+
+def cut_in_index_middle(folder: Path) -> str:
+    return _cut_in_index(folder, 0.3)
+
+
+def cut_in_index_late(folder: Path) -> str:
+    return _cut_in_index(folder, 0.7)
+
+
+def no_angle_matrix(folder: Path) -> str:
+    """A display matrix of zeros (w = 1): FFmpeg finds no angle in it (NaN), PyAV gives INT_MIN,
+    which was taken for a 270 degree turn."""
+    path = folder / "no_angle.mp4"
+    _encode_mp4(path, faststart=False, n=10)
+    data = bytearray(path.read_bytes())
+    matrix = data.find(b"tkhd") + 4 + 4 + 20 + 8 + 8  # version/flags, times/id, reserved, layer.. volume
+    data[matrix:matrix + 36] = (0).to_bytes(4, "big") * 8 + (1 << 30).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
 def audio_only(folder: Path) -> str:
     path = folder / "audio.m4a"
     write_audio_clip(path)
@@ -327,6 +363,10 @@ CASES = {
     "random_bytes": (random_bytes, "error", "E_NOT_VIDEO", ()),
     "truncated_with_index": (truncated_with_index, "ok", None, ("W_TRUNCATED|W_CORRUPT_FRAMES",)),
     "truncated_without_index": (truncated_without_index, "error", "E_NOT_VIDEO", ()),
+    "cut_in_index_early": (cut_in_index_early, "error", "E_NOT_VIDEO", ()),
+    "cut_in_index_middle": (cut_in_index_middle, "error", "E_NOT_VIDEO", ()),
+    "cut_in_index_late": (cut_in_index_late, "error", "E_NOT_VIDEO", ()),
+    "no_angle_matrix": (no_angle_matrix, "ok", None, ()),
     "audio_only": (audio_only, "error", "E_NO_VIDEO_STREAM", ()),
     "huge_resolution": (huge_resolution, "error", "E_TOO_MANY_PIXELS", ()),
     "grows_past_cap": (grows_past_cap, "ok", None, ("W_CORRUPT_FRAMES",)),

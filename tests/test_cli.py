@@ -39,6 +39,24 @@ def test_help_lists_formats_and_exit_codes():
     assert top.exit_code == 0 and "score" in top.output
 
 
+@pytest.mark.parametrize("command", [["score", "--help"], ["--help"]])
+def test_the_exit_status_table_keeps_its_lines(command):
+    # The epilog began with a backslash and a "b", not click's "\b": the table ran together.
+    lines = run(*command).output.splitlines()
+    at = lines.index("  Exit status:")
+    assert lines[at + 1].split() == ["0", "every", "video", "was", "scored"]
+    assert not any("\\b" in line for line in lines)
+
+
+def test_a_thousand_workers_is_a_usage_error_saying_the_limit(fake, tmp_path, monkeypatch):
+    # 1,000 workers on 2 cores ran past two minutes starting processes for one video.
+    monkeypatch.setattr("vqa.threads.usable_cores", lambda *a, **k: 2)
+    clip = touch(tmp_path / "a.mp4")
+    result = run("score", str(clip), "--workers", "1000")
+    assert result.exit_code == 2 and "limit of 16" in result.output and fake.instances == [], result.output
+    assert run("score", str(clip), "--workers", "16", "--format", "jsonl").exit_code == 0
+
+
 def test_version():
     result = run("--version")
     assert result.exit_code == 0 and result.output.startswith("vqa ")

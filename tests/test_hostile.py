@@ -299,3 +299,16 @@ def test_avi_with_b_frames_gets_timestamps_in_display_order(tmp_path, frames):
     assert len({(pts - index) % 40 for _, pts, index in got}) == 1  # one constant offset
     for (run_a, pts_a, _), (run_b, pts_b, _) in zip(got, got[1:]):
         assert pts_b > pts_a and (run_a != run_b or pts_b == pts_a + 1)
+
+
+def test_a_matrix_with_no_angle_is_no_rotation(inputs, scorer):
+    d = scorer.score(inputs["no_angle_matrix"]).to_dict()
+    assert d["video"]["rotation"] == 0 and not any(w.startswith("W_ROTATED") for w in d["warnings"]), d
+    assert (d["video"]["width"], d["video"]["height"]) == (64, 48)
+
+
+@pytest.mark.parametrize("name", ["cut_in_index_early", "cut_in_index_middle", "cut_in_index_late"])
+def test_an_mp4_cut_inside_its_index_says_so(inputs, scorer, name):
+    error = scorer.score(inputs[name]).error
+    # early: FFmpeg opened the file and found no stream; later cuts fail FFmpeg's own open
+    assert error["code"] == "E_NOT_VIDEO" and "moov" in error["message"] and "cut" in error["message"], error

@@ -234,3 +234,60 @@ def test_a_link_planted_at_the_derived_job_store_name_is_refused(fake, folder, t
     assert result.exit_code == 2 and "symbolic link" in result.output, result.output
     assert victim.read_bytes() == b""
     assert invoke("score", folder, "--output", out, "--db", victim).exit_code == 0  # chosen: followed
+
+
+# --- names for a descriptor, and empty names (the third attack) ------------------------------
+
+FAKE_JOB = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import vqa.cli.score
+    from fakes import FakeScorer
+
+    vqa.cli.score._make_scorer = FakeScorer
+    vqa.cli.main(sys.argv[1:])
+""")
+
+
+# Not /dev/stdout itself: a regression would replace the machine's link (it did, as root).
+@pytest.mark.parametrize("name", ["link", "/proc/self/fd/1", "/dev/fd/1"])
+def test_a_name_for_stdout_is_written_through_and_gets_no_store(folder, tmp_path, name):
+    # A link to /proc/self/fd/1 (/dev/stdout is one) was replaced by a regular file, and the
+    # output redirected to a file stayed empty; /dev/fd/1 gave "cannot write the job store".
+    if name == "link":
+        name = str(tmp_path / "mystdout")
+        os.symlink("/proc/self/fd/1", name)
+    out = tmp_path / "redirected.jsonl"
+    with open(out, "w") as f:
+        proc = subprocess.run([sys.executable, "-c", FAKE_JOB.format(tests=TESTS), "score", str(folder), "-q",
+                               "--output", name], stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["path"] for line in out.read_text().splitlines()] == sorted(
+        str(p) for p in folder.iterdir())
+    if name.startswith(str(tmp_path)):
+        assert os.path.islink(name) and os.readlink(name) == "/proc/self/fd/1"
+    assert sorted(os.listdir(tmp_path)) == sorted(["in", "redirected.jsonl"] + (
+        ["mystdout"] if name.startswith(str(tmp_path)) else []))
+
+
+def test_a_device_output_gets_no_job_store_beside_it(fake, folder, tmp_path):
+    link = tmp_path / "null"
+    os.symlink(os.devnull, link)
+    result = invoke("score", folder, "--output", link)
+    assert result.exit_code == 0, result.output
+    assert not os.path.exists(default_db_path(str(link))) and not os.path.exists(os.devnull + ".vqa.db")
+
+
+@pytest.mark.parametrize("args", [["--output", ""], ["--db", ""], ["--report", ""], ["--output", " "]])
+def test_an_empty_name_is_a_usage_error_before_anything_is_written(fake, folder, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("score", folder, *args)
+    assert result.exit_code == 2 and "is empty: give a file name" in result.output, result.output
+    assert "Traceback" not in result.output and sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_report_to_an_empty_name_is_a_usage_error(results, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("report", results, "-o", "")
+    assert result.exit_code == 2 and "is empty" in result.output, result.output
+    assert sorted(os.listdir(tmp_path)) == ["results.jsonl"]

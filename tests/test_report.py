@@ -100,6 +100,16 @@ def test_csv_round_trip_with_awkward_path():
     assert err["error_code"] == "E_NOT_VIDEO" and err["width"] == ""
 
 
+def test_csv_quotes_a_lone_carriage_return():
+    # The csv module quotes only the line terminator's characters ("\n" here): a name holding
+    # "\r" was written bare, and a reader split its row in two.
+    names = ["a\rb.mp4", "plain.mp4", "c\r\nd.mp4"]
+    rows = list(csv.DictReader(io.StringIO(render("csv", [ok_record(n) for n in names]), newline="")))
+    assert [r["path"] for r in rows] == names
+    assert all(r["score"] == "63.2" for r in rows)
+    assert render("csv", [ok_record("plain.mp4")]).splitlines()[1].startswith("plain.mp4,ok,")  # as before
+
+
 def test_csv_header_written_even_with_no_records():
     assert render("csv", []).strip() == ",".join(CSV_COLUMNS)
 

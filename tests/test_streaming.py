@@ -80,3 +80,26 @@ def test_run_job_streams_its_inputs(tmp_path):
     assert len(taken) <= 6 + LOOKAHEAD_PER_WORKER
     outcomes.close()
 
+
+
+def test_a_bad_item_or_a_failing_input_comes_after_the_records_before_it():
+    """score_many read ahead and, on a bad item, raised before handing out the records of the
+    paths already started: they were lost."""
+    def failing():
+        yield "/nonexistent/vqa-stream/0.mp4"
+        yield "/nonexistent/vqa-stream/1.mp4"
+        raise ValueError("the input broke")
+
+    with Scorer(workers=1, threads=1) as scorer:
+        got = []
+        with pytest.raises(TypeError, match="must be a str, bytes or os.PathLike"):
+            for record in scorer.score_many(["/nonexistent/vqa-stream/0.mp4", "/nonexistent/vqa-stream/1.mp4", 7]):
+                got.append(record.path)
+        assert [Path(p).name for p in got] == ["0.mp4", "1.mp4"]
+        got = []
+        with pytest.raises(ValueError, match="the input broke"):
+            for record in scorer.score_many(failing()):
+                got.append(record.path)
+        assert [Path(p).name for p in got] == ["0.mp4", "1.mp4"]
+        # and the Scorer still works
+        assert [r.error["code"] for r in scorer.score_many(["/nonexistent/x.mp4"])] == ["E_NOT_FOUND"]

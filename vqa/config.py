@@ -35,6 +35,7 @@ from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEF
                     LIGHT_INFERENCE, MODES, PRECISIONS, pick_backend, pick_precision)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
+from . import threads as thread_budget  # usable_cores, looked up when called (tests patch it)
 from .threads import plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
@@ -79,6 +80,15 @@ def _check_batch_size(v: Any) -> str | None:
     if v == "auto" or (_is_int(v) and 1 <= v <= MAX_BATCH_SIZE):
         return None
     return f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {v!r}"
+
+
+# Workers past a few per core only cost memory and start-up (1,000 on 2 cores ran out of time).
+MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS = 4, 16
+
+
+def max_workers(cores: int | None = None) -> int:
+    """The most decode workers ``resolve`` accepts on ``cores`` (default: the usable cores)."""
+    return max(MIN_MAX_WORKERS, MAX_WORKERS_PER_CORE * (thread_budget.usable_cores() if cores is None else cores))
 
 
 def _check_workers(v: Any) -> str | None:
@@ -240,7 +250,7 @@ class ScoreOptions:
         None, _check_workers, flag="--workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode worker processes (default: half the usable cores, at least 1, the rest "
              "for inference; with --backend cuda all cores but one; 0 decodes in this process, "
-             "without the timeout and memory limit).")
+             "without the timeout and memory limit; at most 4 per usable core, or 16).")
     timeout_s: float | str | None = _option(
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
@@ -312,6 +322,12 @@ class ScoreOptions:
         self.validate()
         gpu = self.backend in GPU_BACKENDS
         light = (self.backend, self.precision) in LIGHT_INFERENCE
+        cap = max_workers(cores)
+        if (self.workers or 0) + self.nvdec_workers > cap:
+            raise UsageError(f"{(self.workers or 0) + self.nvdec_workers} decode workers is more than this machine's "
+                             f"limit of {cap} ({MAX_WORKERS_PER_CORE} per usable core, at least {MIN_MAX_WORKERS}): "
+                             "each is a process of about 100 MiB, and decoding goes no faster than the cores; "
+                             "use fewer, or leave --workers to auto")
         budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
                               light_inference=light)
         memory, batch = self.worker_memory_mb, self.batch_size

@@ -172,7 +172,8 @@ class FolderJob:
         self.options, self.fmt, self.retry_failed, self.fail_fast = options, fmt, retry_failed, fail_fast
         for name, path in (("--output", output), ("--db", db), ("--report", report)):
             if path is not None and not str(path).strip():
-                raise UsageError(f"{name} is empty: give a file name" + (" ('-' for stdout)" if name == "--output" else ""))
+                stdout = " ('-' for stdout)" if name == "--output" else ""
+                raise UsageError(f"{name} is empty: give a file name{stdout}")
         self.output = output if output not in (None, "-") else None  # None: stdout
         # No videos at all (an empty upload folder) is a job with nothing to do, not a mistake:
         # the output is written empty (the format's empty document).

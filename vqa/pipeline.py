@@ -165,7 +165,9 @@ class Scorer:
         ``paths`` is read lazily, a bounded number ahead of the records handed out
         (``LOOKAHEAD_PER_WORKER`` per worker), so a generator of any length works in flat
         memory. A single str or PathLike is refused with TypeError: pass ``[path]``.
-        Stopping early (``break``, an exception) cancels the videos still in flight.
+        Stopping early (``break``, an exception) cancels the videos still in flight. An error
+        raised by ``paths`` itself, or by a bad item in it, comes after the records of the
+        paths before it.
         """
         if isinstance(paths, (str, bytes, os.PathLike)):
             raise TypeError(f"score_many takes an iterable of paths, not one path ({paths!r}); "
@@ -173,17 +175,38 @@ class Scorer:
         return self._ordered(iter(paths), LOOKAHEAD_PER_WORKER * max(1, self.workers))
 
     def _ordered(self, paths: Iterator, lookahead: int) -> Iterator[VideoScore]:
+        # An error from ``paths`` itself, or a path submit() refuses, is raised after the records
+        # of every path before it: they were started, and a caller would lose them otherwise.
+        first: list = []
+        error: Exception | None = None
+        try:
+            first.extend(itertools.islice(paths, self.workers))
+        except Exception as e:  # noqa: BLE001 - raised again below, after the records before it
+            error = e
         # Fewer videos than workers in all: each is split across them; more: one worker each.
-        first = list(itertools.islice(paths, self.workers))
         split = len(first) < self.workers
+        source = iter(first) if error else itertools.chain(first, paths)
         ahead: deque[Future] = deque()
         try:
-            for path in itertools.chain(first, paths):
-                ahead.append(self.submit(path, split=split))
+            while error is None:
+                try:
+                    path = next(source)
+                except StopIteration:
+                    break
+                except Exception as e:  # noqa: BLE001
+                    error = e
+                    break
+                try:
+                    ahead.append(self.submit(path, split=split))
+                except Exception as e:  # noqa: BLE001
+                    error = e
+                    break
                 if len(ahead) >= lookahead:
                     yield ahead.popleft().result()
             while ahead:
                 yield ahead.popleft().result()
+            if error is not None:
+                raise error
         finally:
             for future in ahead:
                 future.cancel()
