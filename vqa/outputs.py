@@ -171,7 +171,7 @@ def _descriptor(path: str) -> int | None:
     to /proc/self/fd/1), or None. Such a name must be written through: replacing it would replace
     the link (as root, /dev/stdout itself), and what it leads to is often no file at all (a pipe)."""
     for _ in range(_MAX_HOPS):
-        m = _FD_NAME.fullmatch(os.path.normpath(os.path.join(os.getcwd(), path)))
+        m = _FD_NAME.fullmatch(os.path.normpath(path)) if os.path.isabs(path) else None
         if m and (m.group(1) is None or int(m.group(1)) == os.getpid()):
             try:
                 os.fstat(int(m.group(2)))
