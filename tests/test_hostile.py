@@ -312,3 +312,36 @@ def test_an_mp4_cut_inside_its_index_says_so(inputs, scorer, name):
     error = scorer.score(inputs[name]).error
     # early: FFmpeg opened the file and found no stream; later cuts fail FFmpeg's own open
     assert error["code"] == "E_NOT_VIDEO" and "moov" in error["message"] and "cut" in error["message"], error
+
+
+def _jump_ts(folder: Path) -> str:
+    """An MPEG-TS whose timestamps jump 20 hours after its 50th frame (a remux gone wrong)."""
+    plain, path = folder / "plain.ts", folder / "jump.ts"
+    with av.open(str(plain), "w", format="mpegts") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for rgb in textured_frames(100, 48, 64):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
+        out.mux(stream.encode())
+    with av.open(str(plain)) as src, av.open(str(path), "w", format="mpegts") as out:
+        s_in = src.streams.video[0]
+        s_out = out.add_stream_from_template(s_in)
+        for k, packet in enumerate(p for p in src.demux(s_in) if p.size):
+            if k >= 50:
+                packet.pts += 90000 * 3600 * 20
+                packet.dts += 90000 * 3600 * 20
+            packet.stream = s_out
+            out.mux(packet)
+    return str(path)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timestamps_that_jump_never_say_nothing_was_decoded(tmp_path, backend):
+    # The opencv reader decoded 51 frames and said "no frame of the video could be decoded".
+    path = _jump_ts(tmp_path)
+    with Scorer(workers=0, threads=1, decoder=backend) as scorer:
+        d = scorer.score(path).to_dict()
+    if d["status"] == "error":
+        assert d["frames"]["decoded"] == 0 or "no frame" not in d["error"]["message"], d
+    else:
+        assert d["frames"]["sampled"] > 0

@@ -21,6 +21,9 @@ def conclude(record: VideoScore, frames: list[FrameResult], plan: SamplePlan, pl
     ``decision``: the model's rules (its manifest's decision block)."""
     record.frames = {"sampled": len(frames), "decoded": decoded, "decode_errors": decode_errors}
     if not frames:
+        if decoded:  # frames came out, none where the plan looked: timestamps that jump or lie
+            raise InputError(f"{counted(decoded, 'frame was', 'frames were')} decoded, none at the times the plan "
+                             "asked for: the stream's timestamps do not follow its length", code=ErrorCode.E_DECODE)
         raise InputError("no frame of the video could be decoded", code=ErrorCode.E_DECODE)
     record.score, record.category, record.defects = aggregate(frames, plan, info.duration_s, decision)
     last_run = sum(1 for f in frames if f.run == len(planned.runs) - 1)
