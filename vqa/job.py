@@ -172,7 +172,8 @@ class FolderJob:
         self.options, self.fmt, self.retry_failed, self.fail_fast = options, fmt, retry_failed, fail_fast
         for name, path in (("--output", output), ("--db", db), ("--report", report)):
             if path is not None and not str(path).strip():
-                raise UsageError(f"{name} is empty: give a file name" + (" ('-' for stdout)" if name == "--output" else ""))
+                raise UsageError(f"{name} is empty: give a file name"
+                                 + (" ('-' for stdout)" if name == "--output" else ""))
         self.output = output if output not in (None, "-") else None  # None: stdout
         # No videos at all (an empty upload folder) is a job with nothing to do, not a mistake:
         # the output is written empty (the format's empty document).
@@ -180,7 +181,7 @@ class FolderJob:
         # A name vqa makes (never a link), beside an output that is a file: a device, a FIFO or a
         # descriptor (/dev/stdout) has nothing to resume, and /dev is no place for a store.
         self._derived_db = db is None and self.output is not None and not outputs.is_stream(self.output)
-        self.db = default_db_path(self.output) if self._derived_db else db
+        self.db = default_db_path(self.output) if self._derived_db and self.output is not None else db
         collision = outputs.collision(self.output, self.db, self.inputs)
         if collision is None and report is not None:
             collision = report_collision(report, [self.output, self.db], self.inputs)
