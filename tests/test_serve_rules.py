@@ -144,3 +144,43 @@ def test_one_server_per_data_folder(tmp_path):
     finally:
         first.close()
     JobDB(str(tmp_path / "jobs.db")).close()  # free again once the first is closed
+
+
+def test_a_failed_write_is_rolled_back_and_later_ones_work(tmp_path):
+    import sqlite3
+
+    from vqa.inputs import Input
+    from vqa.serve.jobs import JobDB
+
+    db = JobDB(str(tmp_path / "jobs.db"))
+    try:
+        db.add("a", "paths", [(Input("/x.mp4"), None)])
+        with pytest.raises(sqlite3.IntegrityError):  # fails after BEGIN: the same id again
+            db.add("a", "paths", [(Input("/y.mp4"), None)])
+        db.add("b", "upload", [(Input("/z.mp4"), "b\udcfe\u2028.mp4")])  # a name with undecodable bytes
+        assert db.delete("a") and db.job("a") is None
+        assert [(i.input.path, i.name) for i in db.pending("b")] == [("/z.mp4", "b\udcfe\u2028.mp4")]
+    finally:
+        db.close()
+
+
+def test_an_upload_job_that_cannot_be_stored_leaves_no_folder(tmp_path):
+    import shutil
+    import sqlite3
+
+    from vqa.serve.runner import UPLOADS, Service
+    from vqa.serve.uploads import Upload
+
+    class Refusing:
+        def add(self, *_args):
+            raise sqlite3.OperationalError("disk I/O error")
+
+    service = Service.__new__(Service)  # only what adding a job needs: no engine
+    service.data, service.db = str(tmp_path), Refusing()
+    (tmp_path / UPLOADS).mkdir()
+    folder = service.new_upload_folder("job-")
+    open(os.path.join(folder, "000000.mp4"), "wb").close()
+    with pytest.raises(sqlite3.OperationalError):
+        service.add_upload_job(folder, [Upload(os.path.join(folder, "000000.mp4"), "a.mp4")])
+    shutil.rmtree(folder, ignore_errors=True)  # what the request's own cleanup removes
+    assert os.listdir(tmp_path / UPLOADS) == []
