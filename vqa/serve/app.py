@@ -2,12 +2,14 @@
 
 Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
 ``E_AUTH`` 401, ``E_USAGE`` 400, ``E_BAD_PATH`` 403, ``E_NO_JOB`` 404, ``E_TOO_LARGE`` 413,
-``E_BUSY`` 429 (with ``Retry-After``; also while the server stops).
+``E_BUSY`` 429 (with ``Retry-After``; also while the server stops). Every JSON answer is
+ASCII (``AsciiJSON``).
 """
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import shutil
 import time
 from collections.abc import Mapping
@@ -42,8 +44,17 @@ class Problem(Exception):
         self.status, self.code, self.headers = status, code, headers or {}
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+class AsciiJSON(JSONResponse):
+    """JSON in ASCII. A record's path keeps a name's undecodable bytes as lone surrogates
+    (os.fsdecode), which UTF-8 cannot encode (Starlette's own JSON gave a 500), and may hold
+    U+2028, which line readers split on: escaped, both come back unchanged (the output contract)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return AsciiJSON({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
 _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
@@ -64,7 +75,7 @@ def create_app(service: Service) -> BearerToken:
         yield
         await asyncio.to_thread(service.close)  # SIGTERM: the videos in flight finish and are stored
 
-    app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan,
+    app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan, default_response_class=AsciiJSON,
                   description="No-reference video quality assessment as a batch service: jobs over files under "
                               "the server's --root folders or uploaded, records in the output contract of "
                               "`vqa score`. Every route but /healthz needs `Authorization: Bearer TOKEN` when "
@@ -85,7 +96,7 @@ def create_app(service: Service) -> BearerToken:
     @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
     def healthz():
         state = service.health()
-        return JSONResponse(state, status_code=200 if state["ok"] else 503)
+        return AsciiJSON(state, status_code=200 if state["ok"] else 503)
 
     @app.get("/metrics", summary="Prometheus text: videos, errors by code, queue depth, time per video",
              response_class=PlainTextResponse)
@@ -180,7 +191,7 @@ def create_app(service: Service) -> BearerToken:
             service.release_upload()
         timing = (f"upload;dur={(received - started) * 1e3:.2f}, score;dur={(scored - received) * 1e3:.2f}, "
                   f"total;dur={(time.perf_counter() - started) * 1e3:.2f}")
-        return JSONResponse(record, headers={"Server-Timing": timing})
+        return AsciiJSON(record, headers={"Server-Timing": timing})
 
     async def _received(request: Request, prefix: str):
         """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
