@@ -16,9 +16,12 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from vqa.codes import ErrorCode
 from vqa.errors import VQAError
@@ -30,6 +33,7 @@ from .uploads import BadUpload, TooLarge, receive
 
 DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
 POLL_S = 0.05  # how often a follow reader looks for new records
+SQLITE_MAX = 2 ** 63 - 1  # the largest index SQLite compares with; past it, an OverflowError mid-stream
 
 
 class JobRequest(BaseModel):
@@ -93,6 +97,26 @@ def create_app(service: Service) -> BearerToken:
     async def refused(_request, exc: VQAError):
         return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request, exc: RequestValidationError):
+        return _error(400, ErrorCode.E_USAGE, _first_problem(exc.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):  # no such route (404), method (405)
+        code = {404: ErrorCode.E_NO_ROUTE, 405: ErrorCode.E_METHOD}.get(exc.status_code, ErrorCode.E_USAGE)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's methods; a path may have several
+            headers["Allow"] = _allowed(app.routes, request.url.path)
+        return _error(exc.status_code, code, str(exc.detail), headers)
+
+    @app.exception_handler(Exception)
+    async def internal(_request, _exc: Exception):  # the traceback still goes to the log
+        return _error(500, ErrorCode.E_INTERNAL, "an internal error: please report it (the server's log says more)")
+
+    def head_too(path: str, route) -> None:
+        """HEAD beside GET, for load balancers' probes (kept out of the OpenAPI document)."""
+        app.add_api_route(path, route, methods=["HEAD"], include_in_schema=False)
+
     @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
     def healthz():
         state = service.health()
@@ -102,6 +126,9 @@ def create_app(service: Service) -> BearerToken:
              response_class=PlainTextResponse)
     def metrics():
         return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
+
+    head_too("/healthz", healthz)
+    head_too("/metrics", metrics)
 
     @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY,
               summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
@@ -142,7 +169,8 @@ def create_app(service: Service) -> BearerToken:
     @app.get("/v1/jobs/{job_id}/records", summary="A job's records, streamed as they arrive until it is done")
     async def job_records(job_id: str, format: Literal["jsonl", "json"] = "jsonl",
                           follow: bool = Query(True, description="Wait for the job's later records"),
-                          after: int = Query(-1, description="Only records after this index (0-based)")):
+                          after: int = Query(-1, ge=-1, le=SQLITE_MAX,
+                                             description="Only records after this index (0-based)")):
         await run_in_threadpool(_job, job_id)
         lines = _follow(service, job_id, after, follow)
         if format == "json":
@@ -255,6 +283,19 @@ async def _discard(request: Request) -> None:
     if length.isdigit() and int(length) <= DRAIN_REFUSED_BYTES:
         async for _chunk in request.stream():
             pass
+
+
+def _allowed(routes, path: str) -> str:
+    """Every method the routes of ``path`` take, for a 405's ``Allow``."""
+    return ", ".join(sorted({method for route in routes if isinstance(route, APIRoute) and route.path_regex.match(path)
+                             for method in route.methods or ()}))
+
+
+def _first_problem(errors) -> str:
+    """A request validation error in one line: the parameter and what is wrong with it."""
+    first = errors[0] if errors else {}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}" + (f" ({len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
 async def _follow(service: Service, job_id: str, after: int, follow: bool):
