@@ -184,3 +184,23 @@ def test_an_upload_job_that_cannot_be_stored_leaves_no_folder(tmp_path):
         service.add_upload_job(folder, [Upload(os.path.join(folder, "000000.mp4"), "a.mp4")])
     shutil.rmtree(folder, ignore_errors=True)  # what the request's own cleanup removes
     assert os.listdir(tmp_path / UPLOADS) == []
+
+
+def test_a_body_that_stops_arriving_is_cut_off(tmp_path):
+    import time
+
+    from vqa.serve.uploads import SlowBody, paced
+
+    async def stalls():
+        yield b"x" * 1024
+        await asyncio.sleep(60)
+        yield b"never"
+
+    async def read(chunks):
+        return [chunk async for chunk in chunks]
+
+    started = time.monotonic()
+    with pytest.raises(SlowBody, match="1024 bytes"):
+        asyncio.run(read(paced(stalls(), grace_s=0.2, min_rate=1024)))
+    assert time.monotonic() - started < 5  # 0.2 s + 1024 bytes at 1024 bytes/s
+    assert asyncio.run(read(paced(_chunks(b"abcdefgh", 3), grace_s=0.2, min_rate=0))) == [b"abc", b"def", b"gh"]

@@ -1,9 +1,10 @@
 """The HTTP face of the service (FastAPI): routes, the bearer token, limits and error bodies.
 
 Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
-``E_AUTH`` 401, ``E_USAGE`` 400, ``E_BAD_PATH`` 403, ``E_NO_JOB`` 404, ``E_TOO_LARGE`` 413,
-``E_BUSY`` 429 (with ``Retry-After``; also while the server stops). Every JSON answer is
-ASCII (``AsciiJSON``).
+``E_USAGE`` 400 (also a bad query parameter), ``E_AUTH`` 401, ``E_BAD_PATH`` 403, ``E_NO_JOB``
+and ``E_NO_ROUTE`` 404, ``E_METHOD`` 405, ``E_SLOW_BODY`` 408, ``E_TOO_LARGE`` 413, ``E_BUSY``
+429 (with ``Retry-After``; also while the server stops), ``E_INTERNAL`` 500. Every JSON answer
+is ASCII (``AsciiJSON``).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from vqa.errors import VQAError
 from . import metrics as metrics_text
 from .jobs import DONE
 from .runner import ONE_PREFIX, JOB_PREFIX, Busy, Service
-from .uploads import BadUpload, TooLarge, receive
+from .uploads import BadUpload, SlowBody, TooLarge, paced, receive
 
 DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
 POLL_S = 0.05  # how often a follow reader looks for new records
@@ -97,6 +98,10 @@ def create_app(service: Service) -> BearerToken:
     async def refused(_request, exc: VQAError):
         return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
 
+    @app.exception_handler(SlowBody)
+    async def slow(_request, exc: SlowBody):
+        return _error(408, ErrorCode.E_SLOW_BODY, str(exc), {"Connection": "close"})
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_request, exc: RequestValidationError):
         return _error(400, ErrorCode.E_USAGE, _first_problem(exc.errors()))
@@ -135,7 +140,7 @@ def create_app(service: Service) -> BearerToken:
     async def create_job(request: Request):
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("multipart/form-data"):
-            await _admit(request, service.admit_job)
+            await _admit(request, _body(request), service.admit_job)
             try:
                 folder, uploads = await _received(request, JOB_PREFIX)
             except BaseException:
@@ -147,7 +152,7 @@ def create_app(service: Service) -> BearerToken:
                 service.release_job()
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-        body = await _read_body(request, settings.max_body_bytes)
+        body = await _read_body(request, _body(request), settings.max_body_bytes)
         try:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
@@ -203,7 +208,7 @@ def create_app(service: Service) -> BearerToken:
               summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
     async def score_upload(request: Request):
         started = time.perf_counter()
-        await _admit(request, service.admit_upload)
+        await _admit(request, _body(request), service.admit_upload)
         try:
             folder, uploads = await _received(request, ONE_PREFIX)
             try:
@@ -221,11 +226,15 @@ def create_app(service: Service) -> BearerToken:
                   f"total;dur={(time.perf_counter() - started) * 1e3:.2f}")
         return AsciiJSON(record, headers={"Server-Timing": timing})
 
+    def _body(request: Request):
+        """The request's body as it arrives, cut off (SlowBody) when it stops or drags."""
+        return paced(request.stream(), grace_s=settings.body_timeout_s, min_rate=settings.min_body_rate)
+
     async def _received(request: Request, prefix: str):
         """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
         folder = service.new_upload_folder(prefix)
         try:
-            return folder, await _receive(request, folder, settings.max_upload_bytes)
+            return folder, await _receive(request, _body(request), folder, settings.max_upload_bytes)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -239,20 +248,20 @@ def create_app(service: Service) -> BearerToken:
     return BearerToken(app, settings.token, service.metrics)
 
 
-async def _admit(request: Request, admit) -> None:
+async def _admit(request: Request, body, admit) -> None:
     """``admit()`` a request that sends a body; refused (Busy), its body is read to the end
     first when small, so the client hears 429 instead of a connection cut while it sends."""
     try:
         admit()
     except Busy:
-        await _discard(request)
+        await _discard(request, body)
         raise
 
 
-async def _receive(request: Request, folder: str, limit: int):
+async def _receive(request: Request, body, folder: str, limit: int):
     _check_length(request, limit)
     try:
-        return await receive(request.stream(), request.headers.get("content-type", ""), folder, limit=limit,
+        return await receive(body, request.headers.get("content-type", ""), folder, limit=limit,
                              name=request.query_params.get("name"))
     except TooLarge as e:
         raise Problem(413, ErrorCode.E_TOO_LARGE, str(e)) from None
@@ -267,21 +276,25 @@ def _check_length(request: Request, limit: int) -> None:
                       f"the request body ({length} bytes) is over the limit of {limit} bytes")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, chunks, limit: int) -> bytes:
     _check_length(request, limit)
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in chunks:
         body += chunk
         if len(body) > limit:
             raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body is over the limit of {limit} bytes")
     return bytes(body)
 
 
-async def _discard(request: Request) -> None:
-    """Read a small refused body to its end, so the client is not cut off while sending it."""
+async def _discard(request: Request, chunks) -> None:
+    """Read a small refused body to its end, so the client is not cut off while sending it
+    (a slow one is cut off anyway: its answer stays the refusal)."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) <= DRAIN_REFUSED_BYTES:
-        async for _chunk in request.stream():
+        try:
+            async for _chunk in chunks:
+                pass
+        except SlowBody:
             pass
 
 
