@@ -1,5 +1,5 @@
 """``vqa serve``'s limits against a real server: a body that stops arriving (408, its place
-given back)."""
+given back), a job that names too much or the same thing many times."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,12 @@ import time
 
 import pytest
 from hostile import good_clip
-from serve_helpers import Server, error
+from serve_helpers import Server, error, wait_job
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "t0ken"
+MAX_INPUTS = 5
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +21,13 @@ def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("serve-limits")
     root = base / "root"
     (root / "day").mkdir(parents=True)
+    (root / "many").mkdir()
     for i in range(3):
         good_clip(root / "day", f"clip{i}.mp4", seed=i)
-    srv = Server(root, base / "data", "--queue-uploads", "1", "--body-timeout", "1", token=TOKEN)
+    for i in range(MAX_INPUTS + 1):
+        (root / "many" / f"x{i}.mp4").write_bytes(b"not a video")
+    srv = Server(root, base / "data", "--queue-uploads", "1", "--body-timeout", "1", "--max-inputs", str(MAX_INPUTS),
+                 token=TOKEN)
     srv.clip = (root / "day" / "clip0.mp4").read_bytes()
     try:
         yield srv.start()
@@ -64,3 +69,14 @@ def test_a_body_that_stops_arriving_gets_408_and_gives_its_place_back(server):
     with stalled(server, b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n") as s:
         status, body = answer(s)
     assert status.startswith("HTTP/1.1 408") and body["error"]["code"] == "E_SLOW_BODY", (status, body)
+
+
+def test_a_job_names_each_video_once_and_at_most_max_inputs(server):
+    with server.client() as client:
+        jobs = len(client.get("/v1/jobs").json()["jobs"])
+        r = client.post("/v1/jobs", json={"paths": ["day"] * 5000 + ["./day/", "day/clip1.mp4"]})
+        assert r.status_code == 202 and r.json()["total"] == 3, r.text
+        wait_job(client, r.json()["id"])
+        message = error(client.post("/v1/jobs", json={"paths": ["many"]}), 413, "E_TOO_LARGE")
+        assert f"--max-inputs {MAX_INPUTS}" in message
+        assert len(client.get("/v1/jobs").json()["jobs"]) == jobs + 1  # nothing stored for the refused one

@@ -186,6 +186,21 @@ def test_an_upload_job_that_cannot_be_stored_leaves_no_folder(tmp_path):
     assert os.listdir(tmp_path / UPLOADS) == []
 
 
+def test_a_job_names_each_file_once_and_no_more_than_the_limit(tree):
+    from vqa.serve.paths import TooManyInputs
+
+    root, _outside = tree
+    once = Roots([root]).resolve(["."])
+    many = Roots([root]).resolve(["."] * 50_000 + ["day1", "./day1/", str(root / "day1" / "a.mp4")])
+    assert [i.path for i in many] == [i.path for i in once] and len(once) == 4
+    assert len(Roots([root]).resolve(["."], limit=4)) == 4
+    with pytest.raises(TooManyInputs, match="--max-inputs 3") as refused:
+        Roots([root]).resolve(["."], limit=3)
+    assert refused.value.code == "E_TOO_LARGE"
+    with pytest.raises(PathRefused, match="not a path"):  # JSON may carry a lone surrogate
+        Roots([root]).resolve(["\ud800.mp4"])
+
+
 def test_a_body_that_stops_arriving_is_cut_off(tmp_path):
     import time
 

@@ -81,7 +81,8 @@ class ErrorCode(_Code):
     E_METHOD = "E_METHOD", "the route does not take that method; `Allow` lists those it takes (405)", False
     E_SLOW_BODY = ("E_SLOW_BODY", "the request body did not arrive in time (`--body-timeout`, `--min-body-rate-kb`); "
                    "its place and partial files are given back (408)", False)
-    E_TOO_LARGE = "E_TOO_LARGE", "the request body is over the server's limit (413)", False
+    E_TOO_LARGE = ("E_TOO_LARGE", "the request body is over the server's limit, or a job's inputs over `--max-inputs` "
+                   "(413)", False)
     E_BUSY = "E_BUSY", "the server's queue is full, or it is stopping: retry after Retry-After seconds (429)", False
 
 

@@ -35,6 +35,7 @@ from .uploads import BadUpload, SlowBody, TooLarge, paced, receive
 DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
 POLL_S = 0.05  # how often a follow reader looks for new records
 SQLITE_MAX = 2 ** 63 - 1  # the largest index SQLite compares with; past it, an OverflowError mid-stream
+VQA_STATUS: dict[str, int] = {ErrorCode.E_BAD_PATH: 403, ErrorCode.E_TOO_LARGE: 413}  # a VQAError's status; else 400
 
 
 class JobRequest(BaseModel):
@@ -96,7 +97,7 @@ def create_app(service: Service) -> BearerToken:
 
     @app.exception_handler(VQAError)
     async def refused(_request, exc: VQAError):
-        return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
+        return _error(VQA_STATUS.get(exc.code, 400), exc.code, exc.message)
 
     @app.exception_handler(SlowBody)
     async def slow(_request, exc: SlowBody):

@@ -81,7 +81,7 @@ class Service:
     def submit_paths(self, paths: list[str], patterns: list[str] | None = None) -> dict[str, Any]:
         self.admit_job()
         try:
-            inputs = self.roots.resolve(paths, patterns=patterns)  # PathRefused: 403
+            inputs = self.roots.resolve(paths, patterns=patterns, limit=self.settings.max_inputs)  # 403, 413
             if not inputs:  # as vqa score: E_USAGE, not an empty job
                 raise UsageError("no video files to score in the paths given")
             return self._add(inputs=[(i, None) for i in inputs], kind="paths")
