@@ -1,5 +1,6 @@
 """``vqa serve``'s errors as a client meets them, against a real server: every error in the
-documented shape (bad query parameters, unknown routes and methods), and HEAD for probes."""
+documented shape (bad query parameters, unknown routes and methods), HEAD for probes, and the
+bearer scheme in any case."""
 from __future__ import annotations
 
 import pytest
@@ -55,3 +56,10 @@ def test_probes_may_use_head(server):
         assert health.headers["content-type"] == "application/json"
         assert client.head("/metrics").status_code == 200
         assert anonymous.head("/metrics").status_code == 401
+
+
+def test_the_bearer_scheme_is_any_case(server):
+    with server.client(token=None) as client:
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            assert client.get("/v1/jobs", headers={"Authorization": f"{scheme} {TOKEN}"}).status_code == 200, scheme
+        error(client.get("/v1/jobs", headers={"Authorization": f"bearer {TOKEN}x"}), 401, "E_AUTH")

@@ -219,3 +219,12 @@ def test_a_body_that_stops_arriving_is_cut_off(tmp_path):
         asyncio.run(read(paced(stalls(), grace_s=0.2, min_rate=1024)))
     assert time.monotonic() - started < 5  # 0.2 s + 1024 bytes at 1024 bytes/s
     assert asyncio.run(read(paced(_chunks(b"abcdefgh", 3), grace_s=0.2, min_rate=0))) == [b"abc", b"def", b"gh"]
+
+
+def test_the_bearer_scheme_is_case_insensitive():
+    from vqa.serve.app import _authorized
+
+    for header in (b"Bearer t0k", b"bearer t0k", b"BEARER  t0k"):
+        assert _authorized(header, b"t0k"), header
+    for header in (b"", b"t0k", b"Bearer", b"Bearer t0kk", b"Basic t0k", b"Bearert0k"):
+        assert not _authorized(header, b"t0k"), header

@@ -346,7 +346,7 @@ class BearerToken:
 
     def __init__(self, app, token: str | None, metrics):
         self.app, self.metrics = app, metrics
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = token.encode() if token else None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -359,8 +359,7 @@ class BearerToken:
             await send(message)
 
         if self.expected is not None and scope["path"] != "/healthz":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            if not _authorized(dict(scope["headers"]).get(b"authorization", b""), self.expected):
                 response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: "
                                   "Authorization: Bearer TOKEN", {"WWW-Authenticate": 'Bearer realm="vqa"'})
                 await response(scope, receive, sending)
@@ -371,6 +370,12 @@ class BearerToken:
         finally:
             route = scope.get("route")
             self.metrics.request(getattr(route, "path", "other"), status[0])
+
+
+def _authorized(header: bytes, token: bytes) -> bool:
+    """``Bearer TOKEN``, the scheme in any case (RFC 7235: schemes are case-insensitive)."""
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(b" "), token)
 
 
 def _version() -> str:
