@@ -1,8 +1,10 @@
 """``vqa serve``'s limits against a real server: a body that stops arriving (408, its place
-given back), a job that names too much or the same thing many times."""
+given back), a job that names too much or the same thing many times, and what a stop does to
+the port."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 
@@ -80,3 +82,22 @@ def test_a_job_names_each_video_once_and_at_most_max_inputs(server):
         message = error(client.post("/v1/jobs", json={"paths": ["many"]}), 413, "E_TOO_LARGE")
         assert f"--max-inputs {MAX_INPUTS}" in message
         assert len(client.get("/v1/jobs").json()["jobs"]) == jobs + 1  # nothing stored for the refused one
+
+
+def test_after_sigterm_the_port_closes_and_a_request_in_progress_gets_its_answer(tmp_path):
+    """What the README says of a stop: the port closes at once (new connections are refused),
+    while a request already in progress is answered."""
+    (tmp_path / "root").mkdir()
+    server = Server(tmp_path / "root", tmp_path / "data", "--body-timeout", "2").start()
+    try:
+        with stalled(server, b"POST /v1/score?name=a.mp4 HTTP/1.1\r\nHost: x\r\n") as s:
+            time.sleep(0.2)
+            server.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+            status, body = answer(s)
+        assert status.startswith("HTTP/1.1 408") and body["error"]["code"] == "E_SLOW_BODY"
+        assert server.proc.wait(60) == 128 + signal.SIGTERM
+    finally:
+        server.stop()
