@@ -91,3 +91,10 @@ def wait_job(client: httpx.Client, job_id: str, timeout_s: float = 300) -> dict:
 
 def multipart(paths) -> list[tuple[str, tuple[str, bytes]]]:
     return [("file", (os.path.basename(os.fsdecode(p)), Path(os.fsdecode(p)).read_bytes())) for p in paths]
+
+
+def error(r: httpx.Response, status: int, code: str) -> str:
+    """The message of an answer that must be ``status`` with the error body ``code``."""
+    assert r.status_code == status, (r.request.url, r.status_code, r.text)
+    assert set(r.json()) == {"error"} and r.json()["error"]["code"] == code, r.text
+    return r.json()["error"]["message"]

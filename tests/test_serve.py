@@ -38,6 +38,9 @@ def server(tmp_path_factory):
     (root / "link.mp4").symlink_to(outside / "secret.mp4")
     (root / "day1" / "zlink.mp4").symlink_to(outside / "secret.mp4")
     (root / "empty").mkdir()
+    (root / "many").mkdir()
+    for i in range(120):  # one file under 120 names (a job names each path once)
+        os.link(root / "day1" / "clip0.mp4", root / "many" / f"clip{i:03d}.mp4")
     srv = Server(root, base / "data", "--queue-jobs", "1", "--queue-uploads", "1",
                  "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--max-body-kb", str(BODY_LIMIT_KB), token=TOKEN)
     srv.outside = outside
@@ -156,7 +159,7 @@ def test_a_job_by_upload(server, tmp_path):
 
 def test_past_the_queue_the_server_answers_429_with_retry_after(server, tmp_path):
     with server.client() as client:
-        first = client.post("/v1/jobs", json={"paths": [str(server.root / "day1")] * 20})  # 120 videos
+        first = client.post("/v1/jobs", json={"paths": [str(server.root / "many")]})  # 120 videos
         assert first.status_code == 202, first.text
         second = client.post("/v1/jobs", json={"paths": [str(server.root / "day1" / "clip0.mp4")]})
         assert second.status_code == 429 and second.json()["error"]["code"] == "E_BUSY"

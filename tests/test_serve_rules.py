@@ -144,3 +144,87 @@ def test_one_server_per_data_folder(tmp_path):
     finally:
         first.close()
     JobDB(str(tmp_path / "jobs.db")).close()  # free again once the first is closed
+
+
+def test_a_failed_write_is_rolled_back_and_later_ones_work(tmp_path):
+    import sqlite3
+
+    from vqa.inputs import Input
+    from vqa.serve.jobs import JobDB
+
+    db = JobDB(str(tmp_path / "jobs.db"))
+    try:
+        db.add("a", "paths", [(Input("/x.mp4"), None)])
+        with pytest.raises(sqlite3.IntegrityError):  # fails after BEGIN: the same id again
+            db.add("a", "paths", [(Input("/y.mp4"), None)])
+        db.add("b", "upload", [(Input("/z.mp4"), "b\udcfe\u2028.mp4")])  # a name with undecodable bytes
+        assert db.delete("a") and db.job("a") is None
+        assert [(i.input.path, i.name) for i in db.pending("b")] == [("/z.mp4", "b\udcfe\u2028.mp4")]
+    finally:
+        db.close()
+
+
+def test_an_upload_job_that_cannot_be_stored_leaves_no_folder(tmp_path):
+    import shutil
+    import sqlite3
+
+    from vqa.serve.runner import UPLOADS, Service
+    from vqa.serve.uploads import Upload
+
+    class Refusing:
+        def add(self, *_args):
+            raise sqlite3.OperationalError("disk I/O error")
+
+    service = Service.__new__(Service)  # only what adding a job needs: no engine
+    service.data, service.db = str(tmp_path), Refusing()
+    (tmp_path / UPLOADS).mkdir()
+    folder = service.new_upload_folder("job-")
+    open(os.path.join(folder, "000000.mp4"), "wb").close()
+    with pytest.raises(sqlite3.OperationalError):
+        service.add_upload_job(folder, [Upload(os.path.join(folder, "000000.mp4"), "a.mp4")])
+    shutil.rmtree(folder, ignore_errors=True)  # what the request's own cleanup removes
+    assert os.listdir(tmp_path / UPLOADS) == []
+
+
+def test_a_job_names_each_file_once_and_no_more_than_the_limit(tree):
+    from vqa.serve.paths import TooManyInputs
+
+    root, _outside = tree
+    once = Roots([root]).resolve(["."])
+    many = Roots([root]).resolve(["."] * 50_000 + ["day1", "./day1/", str(root / "day1" / "a.mp4")])
+    assert [i.path for i in many] == [i.path for i in once] and len(once) == 4
+    assert len(Roots([root]).resolve(["."], limit=4)) == 4
+    with pytest.raises(TooManyInputs, match="--max-inputs 3") as refused:
+        Roots([root]).resolve(["."], limit=3)
+    assert refused.value.code == "E_TOO_LARGE"
+    with pytest.raises(PathRefused, match="not a path"):  # JSON may carry a lone surrogate
+        Roots([root]).resolve(["\ud800.mp4"])
+
+
+def test_a_body_that_stops_arriving_is_cut_off(tmp_path):
+    import time
+
+    from vqa.serve.uploads import SlowBody, paced
+
+    async def stalls():
+        yield b"x" * 1024
+        await asyncio.sleep(60)
+        yield b"never"
+
+    async def read(chunks):
+        return [chunk async for chunk in chunks]
+
+    started = time.monotonic()
+    with pytest.raises(SlowBody, match="1024 bytes"):
+        asyncio.run(read(paced(stalls(), grace_s=0.2, min_rate=1024)))
+    assert time.monotonic() - started < 5  # 0.2 s + 1024 bytes at 1024 bytes/s
+    assert asyncio.run(read(paced(_chunks(b"abcdefgh", 3), grace_s=0.2, min_rate=0))) == [b"abc", b"def", b"gh"]
+
+
+def test_the_bearer_scheme_is_case_insensitive():
+    from vqa.serve.app import _authorized
+
+    for header in (b"Bearer t0k", b"bearer t0k", b"BEARER  t0k"):
+        assert _authorized(header, b"t0k"), header
+    for header in (b"", b"t0k", b"Bearer", b"Bearer t0kk", b"Basic t0k", b"Bearert0k"):
+        assert not _authorized(header, b"t0k"), header

@@ -77,7 +77,12 @@ class ErrorCode(_Code):
     # vqa serve: these answer a request (its HTTP status in brackets), never a record.
     E_AUTH = "E_AUTH", "no bearer token, or the wrong one (401)", False
     E_NO_JOB = "E_NO_JOB", "no job with that id: never made, or deleted (404)", False
-    E_TOO_LARGE = "E_TOO_LARGE", "the request body is over the server's limit (413)", False
+    E_NO_ROUTE = "E_NO_ROUTE", "no such route (404)", False
+    E_METHOD = "E_METHOD", "the route does not take that method; `Allow` lists those it takes (405)", False
+    E_SLOW_BODY = ("E_SLOW_BODY", "the request body did not arrive in time (`--body-timeout`, `--min-body-rate-kb`); "
+                   "its place and partial files are given back (408)", False)
+    E_TOO_LARGE = ("E_TOO_LARGE", "the request body is over the server's limit, or a job's inputs over `--max-inputs` "
+                   "(413)", False)
     E_BUSY = "E_BUSY", "the server's queue is full, or it is stopping: retry after Retry-After seconds (429)", False
 
 

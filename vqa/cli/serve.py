@@ -33,11 +33,20 @@ from vqa.serve.settings import TOKEN_ENV, ServeSettings
               help="Largest JSON request body; past it, 413.")
 @click.option("--max-upload-mb", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Largest upload request (all its files); past it, 413.")
+@click.option("--max-inputs", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Most videos in one job, once its folders are walked (the same file named twice counts once); "
+                   "past it, 413.")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds a request body may take beyond --min-body-rate-kb; past it, 408 and its place is "
+                   "given back.")
+@click.option("--min-body-rate-kb", type=click.IntRange(min=0), default=16, show_default=True,
+              help="Slowest a request body may arrive, in kB/s, after its first --body-timeout seconds "
+                   "(0: the whole body within them).")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="On SIGTERM: seconds the videos in flight may take to finish and be stored.")
 @score_options
 def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_uploads, max_body_kb, max_upload_mb,
-          drain_timeout, **option_values):
+          max_inputs, body_timeout, min_body_rate_kb, drain_timeout, **option_values):
     """Serve scoring over HTTP: jobs over files under --root, single uploads, records as they
     arrive, HTML reports, /healthz and /metrics. OpenAPI docs at /docs.
 
@@ -53,6 +62,7 @@ def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_
     settings = ServeSettings(roots=list(roots), host=host, port=port, token=token or os.environ.get(TOKEN_ENV),
                              allow_no_token=allow_no_token, queue_jobs=queue_jobs, queue_uploads=queue_uploads,
                              max_body_bytes=max_body_kb << 10, max_upload_bytes=max_upload_mb << 20,
+                             max_inputs=max_inputs, body_timeout_s=body_timeout, min_body_rate=min_body_rate_kb << 10,
                              drain_timeout_s=drain_timeout, options=ScoreOptions(**option_values), **extra)
     try:
         run(settings)

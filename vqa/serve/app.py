@@ -1,22 +1,28 @@
 """The HTTP face of the service (FastAPI): routes, the bearer token, limits and error bodies.
 
 Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
-``E_AUTH`` 401, ``E_USAGE`` 400, ``E_BAD_PATH`` 403, ``E_NO_JOB`` 404, ``E_TOO_LARGE`` 413,
-``E_BUSY`` 429 (with ``Retry-After``; also while the server stops).
+``E_USAGE`` 400 (also a bad query parameter), ``E_AUTH`` 401, ``E_BAD_PATH`` 403, ``E_NO_JOB``
+and ``E_NO_ROUTE`` 404, ``E_METHOD`` 405, ``E_SLOW_BODY`` 408, ``E_TOO_LARGE`` 413, ``E_BUSY``
+429 (with ``Retry-After``; also while the server stops), ``E_INTERNAL`` 500. Every JSON answer
+is ASCII (``AsciiJSON``).
 """
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import shutil
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from vqa.codes import ErrorCode
 from vqa.errors import VQAError
@@ -24,10 +30,12 @@ from vqa.errors import VQAError
 from . import metrics as metrics_text
 from .jobs import DONE
 from .runner import ONE_PREFIX, JOB_PREFIX, Busy, Service
-from .uploads import BadUpload, TooLarge, receive
+from .uploads import BadUpload, SlowBody, TooLarge, paced, receive
 
 DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
 POLL_S = 0.05  # how often a follow reader looks for new records
+SQLITE_MAX = 2 ** 63 - 1  # the largest index SQLite compares with; past it, an OverflowError mid-stream
+VQA_STATUS: dict[str, int] = {ErrorCode.E_BAD_PATH: 403, ErrorCode.E_TOO_LARGE: 413}  # a VQAError's status; else 400
 
 
 class JobRequest(BaseModel):
@@ -42,8 +50,17 @@ class Problem(Exception):
         self.status, self.code, self.headers = status, code, headers or {}
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+class AsciiJSON(JSONResponse):
+    """JSON in ASCII. A record's path keeps a name's undecodable bytes as lone surrogates
+    (os.fsdecode), which UTF-8 cannot encode (Starlette's own JSON gave a 500), and may hold
+    U+2028, which line readers split on: escaped, both come back unchanged (the output contract)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return AsciiJSON({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
 _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
@@ -64,7 +81,7 @@ def create_app(service: Service) -> BearerToken:
         yield
         await asyncio.to_thread(service.close)  # SIGTERM: the videos in flight finish and are stored
 
-    app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan,
+    app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan, default_response_class=AsciiJSON,
                   description="No-reference video quality assessment as a batch service: jobs over files under "
                               "the server's --root folders or uploaded, records in the output contract of "
                               "`vqa score`. Every route but /healthz needs `Authorization: Bearer TOKEN` when "
@@ -80,24 +97,51 @@ def create_app(service: Service) -> BearerToken:
 
     @app.exception_handler(VQAError)
     async def refused(_request, exc: VQAError):
-        return _error(403 if exc.code == ErrorCode.E_BAD_PATH else 400, exc.code, exc.message)
+        return _error(VQA_STATUS.get(exc.code, 400), exc.code, exc.message)
+
+    @app.exception_handler(SlowBody)
+    async def slow(_request, exc: SlowBody):
+        return _error(408, ErrorCode.E_SLOW_BODY, str(exc), {"Connection": "close"})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request, exc: RequestValidationError):
+        return _error(400, ErrorCode.E_USAGE, _first_problem(exc.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):  # no such route (404), method (405)
+        code = {404: ErrorCode.E_NO_ROUTE, 405: ErrorCode.E_METHOD}.get(exc.status_code, ErrorCode.E_USAGE)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's methods; a path may have several
+            headers["Allow"] = _allowed(app.routes, request.url.path)
+        return _error(exc.status_code, code, str(exc.detail), headers)
+
+    @app.exception_handler(Exception)
+    async def internal(_request, _exc: Exception):  # the traceback still goes to the log
+        return _error(500, ErrorCode.E_INTERNAL, "an internal error: please report it (the server's log says more)")
+
+    def head_too(path: str, route) -> None:
+        """HEAD beside GET, for load balancers' probes (kept out of the OpenAPI document)."""
+        app.add_api_route(path, route, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
     def healthz():
         state = service.health()
-        return JSONResponse(state, status_code=200 if state["ok"] else 503)
+        return AsciiJSON(state, status_code=200 if state["ok"] else 503)
 
     @app.get("/metrics", summary="Prometheus text: videos, errors by code, queue depth, time per video",
              response_class=PlainTextResponse)
     def metrics():
         return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
 
+    head_too("/healthz", healthz)
+    head_too("/metrics", metrics)
+
     @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY,
               summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
     async def create_job(request: Request):
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("multipart/form-data"):
-            await _admit(request, service.admit_job)
+            await _admit(request, _body(request), service.admit_job)
             try:
                 folder, uploads = await _received(request, JOB_PREFIX)
             except BaseException:
@@ -109,7 +153,7 @@ def create_app(service: Service) -> BearerToken:
                 service.release_job()
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-        body = await _read_body(request, settings.max_body_bytes)
+        body = await _read_body(request, _body(request), settings.max_body_bytes)
         try:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
@@ -131,7 +175,8 @@ def create_app(service: Service) -> BearerToken:
     @app.get("/v1/jobs/{job_id}/records", summary="A job's records, streamed as they arrive until it is done")
     async def job_records(job_id: str, format: Literal["jsonl", "json"] = "jsonl",
                           follow: bool = Query(True, description="Wait for the job's later records"),
-                          after: int = Query(-1, description="Only records after this index (0-based)")):
+                          after: int = Query(-1, ge=-1, le=SQLITE_MAX,
+                                             description="Only records after this index (0-based)")):
         await run_in_threadpool(_job, job_id)
         lines = _follow(service, job_id, after, follow)
         if format == "json":
@@ -164,7 +209,7 @@ def create_app(service: Service) -> BearerToken:
               summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
     async def score_upload(request: Request):
         started = time.perf_counter()
-        await _admit(request, service.admit_upload)
+        await _admit(request, _body(request), service.admit_upload)
         try:
             folder, uploads = await _received(request, ONE_PREFIX)
             try:
@@ -180,13 +225,17 @@ def create_app(service: Service) -> BearerToken:
             service.release_upload()
         timing = (f"upload;dur={(received - started) * 1e3:.2f}, score;dur={(scored - received) * 1e3:.2f}, "
                   f"total;dur={(time.perf_counter() - started) * 1e3:.2f}")
-        return JSONResponse(record, headers={"Server-Timing": timing})
+        return AsciiJSON(record, headers={"Server-Timing": timing})
+
+    def _body(request: Request):
+        """The request's body as it arrives, cut off (SlowBody) when it stops or drags."""
+        return paced(request.stream(), grace_s=settings.body_timeout_s, min_rate=settings.min_body_rate)
 
     async def _received(request: Request, prefix: str):
         """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
         folder = service.new_upload_folder(prefix)
         try:
-            return folder, await _receive(request, folder, settings.max_upload_bytes)
+            return folder, await _receive(request, _body(request), folder, settings.max_upload_bytes)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -200,20 +249,20 @@ def create_app(service: Service) -> BearerToken:
     return BearerToken(app, settings.token, service.metrics)
 
 
-async def _admit(request: Request, admit) -> None:
+async def _admit(request: Request, body, admit) -> None:
     """``admit()`` a request that sends a body; refused (Busy), its body is read to the end
     first when small, so the client hears 429 instead of a connection cut while it sends."""
     try:
         admit()
     except Busy:
-        await _discard(request)
+        await _discard(request, body)
         raise
 
 
-async def _receive(request: Request, folder: str, limit: int):
+async def _receive(request: Request, body, folder: str, limit: int):
     _check_length(request, limit)
     try:
-        return await receive(request.stream(), request.headers.get("content-type", ""), folder, limit=limit,
+        return await receive(body, request.headers.get("content-type", ""), folder, limit=limit,
                              name=request.query_params.get("name"))
     except TooLarge as e:
         raise Problem(413, ErrorCode.E_TOO_LARGE, str(e)) from None
@@ -228,22 +277,39 @@ def _check_length(request: Request, limit: int) -> None:
                       f"the request body ({length} bytes) is over the limit of {limit} bytes")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, chunks, limit: int) -> bytes:
     _check_length(request, limit)
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in chunks:
         body += chunk
         if len(body) > limit:
             raise Problem(413, ErrorCode.E_TOO_LARGE, f"the request body is over the limit of {limit} bytes")
     return bytes(body)
 
 
-async def _discard(request: Request) -> None:
-    """Read a small refused body to its end, so the client is not cut off while sending it."""
+async def _discard(request: Request, chunks) -> None:
+    """Read a small refused body to its end, so the client is not cut off while sending it
+    (a slow one is cut off anyway: its answer stays the refusal)."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) <= DRAIN_REFUSED_BYTES:
-        async for _chunk in request.stream():
+        try:
+            async for _chunk in chunks:
+                pass
+        except SlowBody:
             pass
+
+
+def _allowed(routes, path: str) -> str:
+    """Every method the routes of ``path`` take, for a 405's ``Allow``."""
+    return ", ".join(sorted({method for route in routes if isinstance(route, APIRoute) and route.path_regex.match(path)
+                             for method in route.methods or ()}))
+
+
+def _first_problem(errors) -> str:
+    """A request validation error in one line: the parameter and what is wrong with it."""
+    first = errors[0] if errors else {}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}" + (f" ({len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
 async def _follow(service: Service, job_id: str, after: int, follow: bool):
@@ -280,7 +346,7 @@ class BearerToken:
 
     def __init__(self, app, token: str | None, metrics):
         self.app, self.metrics = app, metrics
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = token.encode() if token else None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -293,8 +359,7 @@ class BearerToken:
             await send(message)
 
         if self.expected is not None and scope["path"] != "/healthz":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            if not _authorized(dict(scope["headers"]).get(b"authorization", b""), self.expected):
                 response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: "
                                   "Authorization: Bearer TOKEN", {"WWW-Authenticate": 'Bearer realm="vqa"'})
                 await response(scope, receive, sending)
@@ -305,6 +370,12 @@ class BearerToken:
         finally:
             route = scope.get("route")
             self.metrics.request(getattr(route, "path", "other"), status[0])
+
+
+def _authorized(header: bytes, token: bytes) -> bool:
+    """``Bearer TOKEN``, the scheme in any case (RFC 7235: schemes are case-insensitive)."""
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(b" "), token)
 
 
 def _version() -> str:

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ CREATE TABLE IF NOT EXISTS inputs (
     seq INTEGER NOT NULL,
     path BLOB NOT NULL,          -- os.fsencode: any bytes a name can hold
     root BLOB,                   -- the folder it must lead into when opened (FoundPath), or NULL
-    name TEXT,                   -- an upload: the name its record shows instead of the path
+    name TEXT,                   -- an upload: the name its record shows instead of the path (_name_in)
     error TEXT,                  -- [code, message] when it failed before scoring
     PRIMARY KEY (job, seq)
 );
@@ -96,14 +97,26 @@ class JobDB:
         rows = []
         for seq, (item, name) in enumerate(inputs):
             root = getattr(item.path, "root", None)
-            rows.append((job_id, seq, os.fsencode(item.path), None if root is None else os.fsencode(root), name,
-                         None if item.error is None else json.dumps(list(item.error))))
+            rows.append((job_id, seq, os.fsencode(item.path), None if root is None else os.fsencode(root),
+                         _name_in(name), None if item.error is None else json.dumps(list(item.error))))
+        with self._transaction() as db:
+            db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, NULL)",
+                       (job_id, kind, QUEUED, len(inputs), time.time()))
+            db.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The writer in one transaction, rolled back on any error: left open, it would refuse
+        every later write ("cannot start a transaction within a transaction")."""
         with self._lock:
             self._write.execute("BEGIN")
-            self._write.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, NULL)",
-                                (job_id, kind, QUEUED, len(inputs), time.time()))
-            self._write.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._write.execute("COMMIT")
+            try:
+                yield self._write
+                self._write.execute("COMMIT")
+            except BaseException:
+                if self._write.in_transaction:  # a failed COMMIT may have ended it already
+                    self._write.execute("ROLLBACK")
+                raise
 
     def put_record(self, job_id: str, seq: int, record: dict[str, Any]) -> None:
         code = (record.get("error") or {}).get("code")
@@ -122,12 +135,10 @@ class JobDB:
             return self._write.execute("UPDATE jobs SET state=? WHERE state=?", (QUEUED, RUNNING)).rowcount
 
     def delete(self, job_id: str) -> bool:
-        with self._lock:
-            self._write.execute("BEGIN")
-            gone = self._write.execute("DELETE FROM jobs WHERE id=?", (job_id,)).rowcount
-            self._write.execute("DELETE FROM inputs WHERE job=?", (job_id,))
-            self._write.execute("DELETE FROM records WHERE job=?", (job_id,))
-            self._write.execute("COMMIT")
+        with self._transaction() as db:
+            gone = db.execute("DELETE FROM jobs WHERE id=?", (job_id,)).rowcount
+            db.execute("DELETE FROM inputs WHERE job=?", (job_id,))
+            db.execute("DELETE FROM records WHERE job=?", (job_id,))
         return bool(gone)
 
     # -- reads (any thread) ----------------------------------------------------------------
@@ -168,7 +179,7 @@ class JobDB:
             path = os.fsdecode(path)
             if root is not None:
                 path = FoundPath(path, os.fsdecode(root))
-            out.append(JobInput(seq, Input(path, None if error is None else tuple(json.loads(error))), name))
+            out.append(JobInput(seq, Input(path, None if error is None else tuple(json.loads(error))), _name_out(name)))
         return out
 
     def records(self, job_id: str, after: int = -1, limit: int = 500) -> list[tuple[int, str]]:
@@ -187,3 +198,14 @@ class JobDB:
         with self._lock:
             self._write.close()
         os.close(self._lock_fd)
+
+
+def _name_in(name: str | None) -> bytes | None:
+    """An upload's name as SQLite takes it: UTF-8 bytes, with any lone surrogate (the client's
+    undecodable bytes, as os.fsdecode keeps them) passed through, which TEXT would refuse."""
+    return None if name is None else name.encode("utf-8", "surrogatepass")
+
+
+def _name_out(name: bytes | str | None) -> str | None:
+    """The name exactly as it was given (a data folder of an older version holds TEXT)."""
+    return name.decode("utf-8", "surrogatepass") if isinstance(name, bytes) else name

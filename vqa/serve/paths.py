@@ -25,6 +25,12 @@ class PathRefused(UsageError):
     code = ErrorCode.E_BAD_PATH
 
 
+class TooManyInputs(UsageError):
+    """A job over the server's --max-inputs; refused before anything is stored."""
+
+    code = ErrorCode.E_TOO_LARGE
+
+
 class Roots:
     def __init__(self, roots: Iterable[str]):
         self.given = [os.fspath(r) for r in roots]
@@ -35,12 +41,14 @@ class Roots:
         real = os.path.realpath(path)
         return next((root for root in self.real if inside(real, root)), None)
 
-    def resolve(self, paths: Iterable[str], *, patterns: Iterable[str] | None = None) -> list[Input]:
-        """One Input per video, in the order given (folders walked, sorted); PathRefused for a
-        path outside the roots. A relative path is taken from the first root."""
-        named: list[tuple[str, str]] = []
+    def resolve(self, paths: Iterable[str], *, patterns: Iterable[str] | None = None,
+                limit: int | None = None) -> list[Input]:
+        """One Input per video, in the order given (folders walked, sorted), each file once
+        however often it is named or found; PathRefused for a path outside the roots,
+        TooManyInputs past ``limit`` videos. A relative path is taken from the first root."""
+        named: dict[str, tuple[str, str]] = {}  # normalised -> (as given, root): each path walked once
         for path in paths:
-            if not isinstance(path, str) or not path or "\0" in path:
+            if not isinstance(path, str) or not path or "\0" in path or not _encodable(path):
                 raise PathRefused(f"not a path: {path!r}")
             if ".." in path.split("/"):
                 raise PathRefused(f"{path!r} has a '..' component; name the file by its path under a root")
@@ -48,12 +56,13 @@ class Roots:
             root = self.root_of(full)
             if root is None:
                 raise PathRefused(f"{path!r} is not under any --root of this server")
-            named.append((full, root))
-        inputs: list[Input] = []
-        for full, root in named:
+            named.setdefault(os.path.normpath(full), (full, root))
+        inputs: dict[str, Input] = {}
+        for full, root in named.values():
             for item in expand_inputs([full], patterns=patterns):
-                inputs.append(self._confine(item, root))
-        return inputs
+                inputs.setdefault(os.path.normpath(item.path), self._confine(item, root))
+            _check_limit(len(inputs), limit)  # after each walk: a long list of folders stops early
+        return list(inputs.values())
 
     @staticmethod
     def _confine(item: Input, root: str) -> Input:
@@ -64,3 +73,18 @@ class Roots:
                 return item
             return Input(str(item.path), (ErrorCode.E_BAD_PATH, f"{str(item.path)!r} leads outside the server's roots"))
         return Input(FoundPath(item.path, root))
+
+
+def _encodable(path: str) -> bool:
+    """False for a lone surrogate os.fsencode cannot turn back into bytes (JSON may carry one)."""
+    try:
+        os.fsencode(path)
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _check_limit(count: int, limit: int | None) -> None:
+    if limit is not None and count > limit:
+        raise TooManyInputs(f"the job has more than {limit} videos, the most this server takes in one job "
+                            f"(--max-inputs {limit}); split it")

@@ -81,7 +81,7 @@ class Service:
     def submit_paths(self, paths: list[str], patterns: list[str] | None = None) -> dict[str, Any]:
         self.admit_job()
         try:
-            inputs = self.roots.resolve(paths, patterns=patterns)  # PathRefused: 403
+            inputs = self.roots.resolve(paths, patterns=patterns, limit=self.settings.max_inputs)  # 403, 413
             if not inputs:  # as vqa score: E_USAGE, not an empty job
                 raise UsageError("no video files to score in the paths given")
             return self._add(inputs=[(i, None) for i in inputs], kind="paths")
@@ -100,10 +100,15 @@ class Service:
     def _add(self, *, inputs, kind: str, folder: str | None = None) -> dict[str, Any]:
         job_id = secrets.token_hex(12)
         if folder is not None:
-            os.rename(folder, os.path.join(os.path.dirname(folder), JOB_PREFIX + job_id))
             base = os.path.join(os.path.dirname(folder), JOB_PREFIX + job_id)
+            os.rename(folder, base)
             inputs = [(Input(os.path.join(base, os.path.basename(i.path))), name) for i, name in inputs]
-        self.db.add(job_id, kind, inputs)
+        try:
+            self.db.add(job_id, kind, inputs)
+        except BaseException:
+            if folder is not None:  # renamed: the caller's cleanup knows only the old name
+                shutil.rmtree(base, ignore_errors=True)
+            raise
         with self._wake:
             self.pending_videos += len(inputs)
             self._wake.notify_all()

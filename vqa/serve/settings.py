@@ -31,6 +31,11 @@ class ServeSettings:
     queue_uploads: int = 16  # single uploads waiting or scoring at once; past it, 429
     max_body_bytes: int = 1 << 20  # a JSON request body
     max_upload_bytes: int = 2 << 30  # one upload request's body, all its files together
+    max_inputs: int = 100_000  # videos in one job, after its folders are walked; past it, 413
+    # A body must keep arriving: by body_timeout_s + n / min_body_rate seconds it must be past
+    # byte n, else 408 and its place is given back (an idle client would hold it for good).
+    body_timeout_s: float = 60.0
+    min_body_rate: int = 16 << 10  # bytes per second; 0: the whole body within body_timeout_s
     drain_timeout_s: float = 30.0  # on SIGTERM: how long videos in flight may take to finish
     options: ScoreOptions = field(default_factory=ScoreOptions)  # what the server's one Scorer runs with
 
@@ -51,9 +56,11 @@ class ServeSettings:
         if not self.token and not self.allow_no_token and not is_loopback(self.host):
             raise UsageError(f"--host {self.host} listens beyond this machine, and no token is set: give "
                              f"--token (or {TOKEN_ENV}), or --allow-no-token if every caller may use it")
-        for name in ("queue_jobs", "queue_uploads", "max_body_bytes", "max_upload_bytes"):
+        for name in ("queue_jobs", "queue_uploads", "max_body_bytes", "max_upload_bytes", "max_inputs"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name.replace('_', '-')} must be at least 1")
+        if not self.body_timeout_s > 0 or self.min_body_rate < 0:
+            raise UsageError("body-timeout must be over 0 seconds, and min-body-rate at least 0")
         return self
 
 

@@ -9,8 +9,10 @@ text for the record, and its extension (letters and digits only) for the file, s
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,29 @@ class TooLarge(Exception):
 
 class BadUpload(Exception):
     """The body is not what the route takes (400)."""
+
+
+class SlowBody(Exception):
+    """The body stopped arriving, or arrives slower than the server's minimum rate (408)."""
+
+
+async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int) -> AsyncIterator[bytes]:
+    """``chunks`` while they keep up: byte n must have come by ``grace_s + n / min_rate``
+    seconds (by ``grace_s`` for the whole body when ``min_rate`` is 0); SlowBody when it has
+    not, so a client that sends headers and then nothing cannot hold a place for good."""
+    started, received = time.monotonic(), 0
+    source = chunks.__aiter__()
+    while True:
+        allowed_s = grace_s + (received / min_rate if min_rate else 0.0)
+        try:
+            chunk = await asyncio.wait_for(source.__anext__(), max(0.0, started + allowed_s - time.monotonic()))
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise SlowBody(f"the request body stopped arriving: {received} bytes in {allowed_s:.0f} s; the server "
+                           f"waits {grace_s:g} s, then for at least {min_rate} bytes/s") from None
+        received += len(chunk)
+        yield chunk
 
 
 @dataclass(frozen=True)
