@@ -6,8 +6,10 @@ import io
 import json
 from concurrent.futures import Future
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -294,3 +296,31 @@ def test_a_starving_split_is_said_once(fake, tmp_path, monkeypatch, args, warned
         assert lines == []
     else:
         assert len(lines) == 1 and warned in lines[0] and "auto would use --workers 8 --threads 8" in lines[0]
+
+
+@pytest.mark.parametrize("swallowed_as", ["an import error", "nothing"])
+def test_a_stop_while_starting_is_a_stop_even_when_a_library_swallows_it(monkeypatch, tmp_path, swallowed_as):
+    # SIGTERM's SystemExit, raised inside OpenVINO's native import, came out as "needs the
+    # 'openvino' package" (exit 2); raised in a weakref callback, it was only printed and the
+    # job ran on to exit 0. A scheduler must see 143 and retry.
+    from vqa.errors import BackendUnavailable
+
+    class StoppedWhileStarting(FakeScorer):
+        def __init__(self, *args, **kwargs):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(2)  # the handler runs here
+            except SystemExit:
+                pass  # what the library did with it
+            if swallowed_as == "an import error":
+                raise BackendUnavailable("backend 'openvino' needs the 'openvino' package (initialization failed)")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(cli.score, "_make_scorer", StoppedWhileStarting)
+    clip = touch(tmp_path / "a.mp4")
+    result = run("score", str(clip), "--format", "jsonl")
+    assert result.exit_code == 143, result.output
+    assert "E_BACKEND" not in result.output
+    assert run("score", str(clip), "--format", "jsonl").exit_code == 143  # (still the stopped class)
+    monkeypatch.setattr(cli.score, "_make_scorer", FakeScorer)
+    assert run("score", str(clip), "--format", "jsonl").exit_code == 0  # the next run starts clean

@@ -362,3 +362,23 @@ def test_a_url_is_told_that_urls_are_not_inputs(fake, tmp_path):
     (record,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert record["error"]["code"] == "E_BAD_PATH" and "URLs are not inputs" in record["error"]["message"]
     assert FakeScorer.instances[0].seen == []
+
+
+@pytest.mark.parametrize("tables", [["CREATE TABLE notes(t)"], ["CREATE TABLE results(id, body)"]])
+def test_another_programs_database_with_our_schema_number_is_refused_untouched(fake, folder, tmp_path, tables):
+    # user_version 2 was all that was checked: the file was switched to WAL and given a results
+    # table, or (its own "results") the run ended in E_INTERNAL after replacing the output.
+    db = tmp_path / "app.db"
+    con = sqlite3.connect(db)
+    for sql in tables:
+        con.execute(sql)
+    con.execute("PRAGMA user_version=2")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    out = tmp_path / "out.jsonl"
+    out.write_text("kept\n")
+    result = CliRunner().invoke(cli.cli, ["score", str(folder), "--output", str(out), "--db", str(db)])
+    assert result.exit_code == 2 and "is not a vqa job store" in result.output, result.output
+    assert db.read_bytes() == before and out.read_text() == "kept\n"
+    assert fake.instances == []

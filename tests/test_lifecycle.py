@@ -176,3 +176,81 @@ def test_vqa_score_in_a_forked_child_makes_its_own_default_scorer(clip, tmp_path
                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["parent", "ok", "child", "ok", "parent", "ok"], proc.stdout + proc.stderr
+
+
+# --- a pool worker, and a worker that cannot be started (the fourth attack) -----------------
+
+POOL_TASK = textwrap.dedent("""
+    import multiprocessing as mp, sys
+    import vqa
+
+    def task(args):
+        path, options = args
+        try:
+            return vqa.score(path, **options).status
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
+    if __name__ == "__main__":
+        with mp.get_context("spawn").Pool(1) as pool:
+            print(pool.map(task, [(sys.argv[1], {}), (sys.argv[1], {"workers": 2})]))
+""")
+
+
+def test_vqa_score_in_a_multiprocessing_pool_worker(clip, tmp_path):
+    # A daemonic process may start no child: vqa.score() raised a bare AssertionError there.
+    script = tmp_path / "pool_task.py"
+    script.write_text(POOL_TASK)
+    done = subprocess.run([sys.executable, str(script), clip], capture_output=True, text=True,
+                          timeout=DEADLINE_S * 3, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    auto, two = eval(done.stdout.strip())  # noqa: S307 - the list the script printed
+    assert auto == "ok"  # decoded in the pool worker itself
+    assert two.startswith("UsageError: this is a daemonic process") and "workers=0" in two
+
+
+CWD_GONE = textwrap.dedent("""
+    import os, shutil, signal, sys, time
+    from vqa import Scorer
+
+    if __name__ == "__main__":
+        clip, doomed = sys.argv[1], sys.argv[2]
+        os.chdir(doomed)
+        scorer = Scorer(workers=2, threads=1, frames=8)
+        shutil.rmtree(doomed)  # multiprocessing asks for the cwd when it spawns
+        os.kill(scorer._pool.pids[0], signal.SIGKILL)
+        time.sleep(0.5)
+        said = []
+        for _ in range(2):
+            try:
+                said.append([r.status for r in scorer.score_many([clip, clip])])
+            except Exception as e:
+                said.append(f"{type(e).__name__}: {e}")
+        os.chdir("/")
+        said.append([r.status for r in scorer.score_many([clip, clip])])
+        scorer.close()
+        time.sleep(0.5)
+        kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
+        names = [open(f"/proc/{k}/cmdline").read() for k in kids]
+        print(repr((said, [n for n in names if "resource_tracker" not in n])))
+""")
+
+
+def test_a_worker_that_cannot_be_started_is_a_clear_error_and_the_scorer_recovers(clip, tmp_path):
+    # It raised AssertionError ("can only join a started process"), then a bare AssertionError
+    # on every later call, and left a decode worker running after close().
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    script = tmp_path / "cwd_gone.py"
+    script.write_text(CWD_GONE)
+    done = subprocess.run([sys.executable, str(script), clip, str(doomed)], capture_output=True, text=True,
+                          timeout=DEADLINE_S * 2, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said, others = eval(done.stdout.strip())  # noqa: S307 - the tuple the script printed
+    for failed in said[:2]:
+        # the first restart may find a worker still alive and the rest fail; each says why
+        assert failed == ["ok", "ok"] or (failed.startswith("ResourceError: a decode worker could not be started")
+                                          and "current folder was deleted" in failed), said
+    assert any(isinstance(s, str) for s in said[:2]), said
+    assert said[2] == ["ok", "ok"]  # the cause gone, a later call starts afresh
+    assert others == []  # no worker outlives close()

@@ -218,3 +218,48 @@ def test_a_ray_run_prints_only_its_summary_and_a_rate_over_the_whole_command(fol
     assert len(lines) == 1 and lines[0].startswith("vqa: 1 video: 1 ok"), proc.stderr  # no Ray warnings
     seconds = float(lines[0].split(" processed in ")[1].split(" s")[0])
     assert seconds >= 0.5 * wall_s  # the command's time, Ray's start-up included
+
+
+def test_an_address_where_nothing_answers_is_a_usage_error_at_once(tmp_path):
+    # RAY_ADDRESS=127.0.0.1:1 made ray.init retry for minutes, printing Ray's own lines.
+    pytest.importorskip("ray")
+    from vqa.errors import UsageError
+
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="nothing answers at 127.0.0.1:1"):
+        vqa.open_scorer(engine="ray", address="127.0.0.1:1", workers=1)
+    assert time.monotonic() - start < 30
+
+
+HOST_AND_EXIT = """
+import logging, os, signal, sys
+import vqa
+got = []
+signal.signal(signal.SIGTERM, lambda *a: got.append(a[0]))
+logging.getLogger("ray").setLevel(logging.INFO)
+with vqa.open_scorer(engine="ray", workers=1) as s:
+    assert s.score(sys.argv[1]).status == "ok"
+logger = logging.getLogger("ray")
+os.kill(os.getpid(), signal.SIGTERM)
+print("host:", got == [signal.SIGTERM], logger.level == logging.INFO, logger.propagate, logger.handlers == [])
+s = vqa.open_scorer(engine="ray", workers=1)  # left open: the exit hooks must close it
+assert s.score(sys.argv[1]).status == "ok"
+pid = s.actors()[0]["pid"]
+print("ring:", " ".join(sorted({l.split()[-1] for l in open(f"/proc/{pid}/maps") if "/dev/shm/" in l})))
+"""
+
+
+@pytest.mark.slow
+def test_the_host_gets_its_handlers_back_and_an_open_scorer_frees_its_ring_at_exit(folder):
+    # The SIGTERM handler and the "ray" logger stayed Ray's after close(), and a RayScorer
+    # still open at exit left its actor's shared-memory ring in /dev/shm.
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VQA_DEBUG")}
+    env["PYTHONPATH"], env["RAY_TMPDIR"] = REPO, tempfile.mkdtemp(prefix="vqa-ray-")
+    proc = subprocess.run([sys.executable, "-c", HOST_AND_EXIT, str(folder / "clip00.mp4")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert lines["host"] == "True True True True", proc.stdout
+    rings = lines["ring"].split()
+    assert rings and not any(os.path.exists(r) for r in rings), rings

@@ -322,13 +322,21 @@ class ScoreOptions:
         self.validate()
         gpu = self.backend in GPU_BACKENDS
         light = (self.backend, self.precision) in LIGHT_INFERENCE
+        import multiprocessing
+
+        workers = self.workers
+        if multiprocessing.current_process().daemon:  # a multiprocessing.Pool's worker may start no process
+            if self.workers or self.nvdec_workers:
+                raise UsageError("this is a daemonic process (a multiprocessing.Pool worker, say), which may not "
+                                 "start decode workers: use workers=0, or leave workers to auto")
+            workers = 0  # decode in this process
         cap = max_workers(cores)
         if (self.workers or 0) + self.nvdec_workers > cap:
             raise UsageError(f"{(self.workers or 0) + self.nvdec_workers} decode workers is more than this machine's "
                              f"limit of {cap} ({MAX_WORKERS_PER_CORE} per usable core, at least {MIN_MAX_WORKERS}): "
                              "each is a process of about 100 MiB, and decoding goes no faster than the cores; "
                              "use fewer, or leave --workers to auto")
-        budget = plan_threads(workers=self.workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
+        budget = plan_threads(workers=workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
                               light_inference=light)
         memory, batch = self.worker_memory_mb, self.batch_size
         if memory == "auto" and self.decoder in UNLIMITED_DECODERS:

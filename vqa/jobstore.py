@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (path, size, mtime_ns, fingerprint, config)
 )
 """
+_COLUMNS = ["path", "size", "mtime_ns", "fingerprint", "config", "status", "record", "scored_at"]  # SCHEMA's
+
 # The config keys that change a result. batch_size and mode only change speed (results do not
 # depend on them: tests/test_engine.py), and the worker count is not in config at all.
 # "timeline" is in config only when on: a record stored without its timeline is not reused.
@@ -169,12 +171,18 @@ class JobStore:
         db = sqlite3.connect(uri, uri=True)
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            tables = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                            if not r[0].startswith("sqlite_"))
+            columns = [r[1] for r in db.execute("PRAGMA table_info(results)")]
         finally:
             db.close()
         if version != SCHEMA_VERSION and (version or tables):
             raise UsageError(f"{path} is not a vqa job store of this version (schema {version}, "
                              f"expected {SCHEMA_VERSION}); pass another --db")
+        # Another program's database may carry the same number: the layout must be ours too.
+        if tables and (tables != ["results"] or columns != _COLUMNS):
+            raise UsageError(f"{path} is not a vqa job store (it holds tables {', '.join(tables)}"
+                             f"{'' if tables != ['results'] else ' with other columns'}); pass another --db")
 
     def _db_close_quietly(self) -> None:
         db, self._db = self._db, None

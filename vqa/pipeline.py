@@ -133,10 +133,10 @@ class Scorer:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Scorer is closed")
-            assert self._engine is not None  # made in __init__, gone only when closed
-            if self._engine.broken is not None:  # its dispatcher failed: start afresh
+            if self._engine is not None and self._engine.broken is not None:  # its dispatcher failed
                 self._engine.close()
                 self._engine = None
+            if self._engine is None:  # start afresh; one that failed to start is tried again here
                 self._engine = self._new_engine(self.inferencer)
             return self._engine.submit(path, split)  # quick: a queue put and a wake-up
 

@@ -76,6 +76,7 @@ def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, repo
     options = ScoreOptions(**option_values)
     # An interrupted job has its own status, not 1 ("some videos failed"): 130 or 143. The
     # handlers are put back afterwards, for a caller that runs the command in-process.
+    _stopping.clear()
     previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         _score(paths, options, fmt=fmt, output=output, db=db, retry_failed=retry_failed, patterns=patterns,
@@ -117,6 +118,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         try:
             job.start(stack)
         except VQAError as e:
+            _stop_if_asked()  # not a usage error: the command was stopped while it started
             if debug():
                 raise
             fail(e.code, e.message, EXIT_USAGE)
@@ -125,7 +127,9 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         show_progress = not quiet and sys.stderr.isatty() and (to_file or not sys.stdout.isatty())
         progress = stack.enter_context(_progress(len(job.inputs), show_progress))
         try:
+            _stop_if_asked()
             for outcome in job.run():
+                _stop_if_asked()
                 if collected is not None:
                     collected.append(outcome.record)
                 tally.add(outcome)
@@ -158,10 +162,21 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
 
 
+_stopping: list[int] = []  # the signals that asked this command to stop
+
+
 def _terminate(signum, _frame):
     # SIGTERM (a scheduler stopping the job) and Ctrl-C unwind the same way: workers stop,
     # shared memory goes, the output is put in place; the status is 128 + the signal.
+    _stopping.append(signum)
     raise SystemExit(128 + signum)
+
+
+def _stop_if_asked() -> None:
+    """Raise the stop again where a library swallowed it: raised inside a native module's
+    import, it became an ImportError (read as a missing package), or was only printed."""
+    if _stopping:
+        raise SystemExit(128 + _stopping[0])
 
 
 class Tally:

@@ -16,7 +16,7 @@ from typing import Any
 from ..batch import RingSpec
 from ..codes import ErrorCode
 from ..config import HYBRID_DECODER, UNLIMITED_DECODERS
-from ..errors import BackendUnavailable, UsageError, VQAError
+from ..errors import BackendUnavailable, ResourceError, UsageError, VQAError
 from ..preprocess import TRAINING, Geometry
 from . import prestart
 from .messages import Batch, Crashed, Done, Failed, Probed, Ready, TimedOut
@@ -48,6 +48,15 @@ def _descendants(pid: int) -> list[int]:
         out += kids
         todo += kids
     return out
+
+
+def _cwd_gone() -> str:
+    """A hint when the reason is the current folder (spawn asks for it): deleted under us."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return " (this process's current folder was deleted)"
+    return ""
 
 
 @dataclass
@@ -112,8 +121,12 @@ class WorkerPool:
         self._waiting: deque = deque()  # tasks for the next ready worker
         self._parent_held: set[int] = set()  # slots handed over and not yet released
         self._boot_failures = 0  # workers in a row that died before "ready"
-        for w in self._workers:
-            self._spawn(w)
+        try:
+            for w in self._workers:
+                self._spawn(w)
+        except BaseException:
+            self.close()  # those already started
+            raise
 
     @property
     def pids(self) -> list[int]:
@@ -134,9 +147,17 @@ class WorkerPool:
                 pass
         else:
             parent_end, child_end = self._ctx.Pipe()
-            w.process = self._ctx.Process(target=worker_main, args=(child_end, *settings), daemon=True,
-                                          name=WORKER_NAME)
-            w.process.start()
+            process = self._ctx.Process(target=worker_main, args=(child_end, *settings), daemon=True,
+                                        name=WORKER_NAME)
+            try:
+                process.start()
+            except (OSError, AssertionError) as e:  # no descriptors left, the cwd deleted, a daemon's child
+                parent_end.close()
+                child_end.close()
+                # w keeps the process it had (exited and reaped, or None): close() can still stop the rest
+                raise ResourceError(f"a decode worker could not be started: {e!r}{_cwd_gone()}; the pool is "
+                                    "stopped and a later call starts it again") from None
+            w.process = process
             child_end.close()
         w.conn, w.task_id, w.ready = parent_end, None, False
         w.started_s, w.deadline_s = time.monotonic(), time.monotonic() + BOOT_TIMEOUT_S
@@ -313,14 +334,15 @@ class WorkerPool:
         if os.getpid() != self._pid:  # a forked child's copy: the workers are the parent's children
             self._workers.clear()
             return
-        for w in self._workers:
+        started = [w for w in self._workers if w.process is not None and w.conn is not None]
+        for w in started:
             if w.task_id is not None:  # busy: it would read the stop only after its task
                 w.process.kill()
             try:
                 w.conn.send(None)
             except OSError:
                 pass
-        for w in self._workers:
+        for w in started:
             w.process.join(timeout=2.0)
             if w.process.is_alive():
                 w.process.kill()

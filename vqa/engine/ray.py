@@ -34,12 +34,16 @@ machine that owns every Ray call; NodeScorer, the actor, is the first 50.
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
 import queue
+import signal
 import socket
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +62,7 @@ HANG_S = 60.0  # an actor silent this long is killed and replaced
 START_S = 300.0  # the first actor must be ready by then (model load, workers spawned)
 RECONCILE_S = 2.0  # how often the live nodes are compared with the actors on them
 WAIT_S = 0.05  # the dispatcher wakes at least this often (a new request waits at most this)
+PROBE_S = 5.0  # a HOST:PORT address must accept a connection this soon
 CLOSE_S = 10.0  # an actor's Scorer gets this long to close before the actor is killed
 RETRIES = 1  # an actor death costs a video this many retries, then E_WORKER_CRASH
 NODE_ERRORS = (ErrorCode.E_NOT_FOUND, ErrorCode.E_UNREADABLE)  # what a node that cannot see a path says
@@ -145,13 +150,27 @@ class RayScorer:
     def __init__(self, options: ScoreOptions | None = None, /, *, address: str | None = None,
                  actors_per_node: int = 1, hang_s: float = HANG_S, runtime_env: dict | None = None,
                  node_class: type = NodeScorer, **kwargs):
-        from ..model import load_model_spec
-
         if options is None:
             options = ScoreOptions(**kwargs)
         elif kwargs:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
         self._lifecycle = Owner("RayScorer")
+        # Importing Ray configures its logger, and ray.init installs a SIGTERM handler: what the
+        # host program had is put back when this closes.
+        self._host: dict | None = _host_state()
+        try:
+            self._start(options, address, actors_per_node, hang_s, runtime_env, node_class)
+        except BaseException:
+            self._restore_host()
+            raise
+        # Exit hooks run newest first: this one, made after ray.init, closes the actors' Scorers
+        # (they unlink their shared memory) before Ray's own hook kills the actors.
+        self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._at_exit)
+
+    def _start(self, options: ScoreOptions, address, actors_per_node, hang_s, runtime_env, node_class) -> None:
+        from ..model import load_model_spec
+
         ray = self._ray = import_ray()
         if isinstance(actors_per_node, bool) or not isinstance(actors_per_node, int) or actors_per_node < 1:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
@@ -208,17 +227,27 @@ class RayScorer:
         kwargs = dict(runtime_env=runtime_env, log_to_driver=debug, configure_logging=True,
                       logging_level=level, include_dashboard=False)
         try:
+            _probe(address)
             self._ray.init(address=address, **kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as e:
+        except (ConnectionError, ValueError, RuntimeError, OSError) as e:
+            self._restore_host()
             reason = str(e).rstrip(".")
             raise UsageError(f"cannot join the Ray cluster at {address or 'this machine'}: {reason}; start one "
                              "with `ray start --head`, or unset RAY_ADDRESS to start a local one") from None
         self._started_ray = True
 
     def _disconnect(self) -> None:
-        if self._started_ray:
-            self._started_ray = False
-            self._ray.shutdown()
+        try:
+            if self._started_ray:
+                self._started_ray = False
+                self._ray.shutdown()
+        finally:
+            self._restore_host()
+
+    def _restore_host(self) -> None:
+        host, self._host = self._host, None
+        if host is not None:
+            _put_back(host)
 
     # -- actors --------------------------------------------------------------------------
 
@@ -343,6 +372,7 @@ class RayScorer:
                 return
             self._closed = True
         self._stop = True
+        atexit.unregister(self._at_exit)
         self._thread.join()
         try:
             self._shutdown_actors()
@@ -492,6 +522,48 @@ class RayScorer:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self._actors.clear()
+
+
+def _close_at_exit(ref: weakref.ref) -> None:
+    scorer = ref()
+    if scorer is not None and scorer._lifecycle.here:
+        try:
+            scorer.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+def _probe(address: str | None, timeout_s: float = PROBE_S) -> None:
+    """ConnectionError when nothing answers at a HOST:PORT address: ray.init would retry it for
+    minutes. ("auto" and no address are Ray's own to resolve.)"""
+    if not address or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # not HOST:PORT: Ray says what is wrong with it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({e.strerror or e})") from None
+
+
+def _host_state() -> dict:
+    """What ray.init changes in the host program: its SIGTERM and SIGINT handlers (main thread
+    only) and the "ray" logger."""
+    logger = logging.getLogger("ray")
+    state: dict = {"logger": (logger.level, logger.propagate, list(logger.handlers))}
+    if threading.current_thread() is threading.main_thread():
+        state["signals"] = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    return state
+
+
+def _put_back(state: dict) -> None:
+    logger = logging.getLogger("ray")
+    logger.level, logger.propagate, logger.handlers = state["logger"][0], state["logger"][1], state["logger"][2]
+    if threading.current_thread() is threading.main_thread():
+        for sig, handler in state.get("signals", {}).items():
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)
 
 
 def _cause(e: BaseException) -> BaseException:

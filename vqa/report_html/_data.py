@@ -24,6 +24,8 @@ MAX_POINTS = 240
 # A defect's probability curve is drawn only where it reaches this somewhere in the video.
 PROB_SHOWN = 0.2
 HISTOGRAM_BIN = 5  # score points per histogram bar: 20 bars over 0..100
+SHOWN_CHARS = 2000  # of any one text (a path, a message, a warning); a real record's are far shorter
+SHOWN_WARNINGS = 50  # of one video's warnings (a real record has a handful)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -121,8 +123,12 @@ def _num(x: Any) -> float | None:
 
 def display(x: Any) -> str:
     """Text to show: a non-UTF-8 name's raw bytes (lone surrogates, as os.fsdecode and the JSON
-    output carry them) become a visible \\xNN, so no page ever holds a lone surrogate."""
+    output carry them) become a visible \\xNN, so no page ever holds a lone surrogate. Text past
+    SHOWN_CHARS is cut, saying how much: a browser lays out 200,000 characters with no break
+    in a table cell for most of a minute (RESULTS is untrusted)."""
     text = x if isinstance(x, str) else "" if x is None else str(x)
+    if len(text) > SHOWN_CHARS:
+        text = f"{text[:SHOWN_CHARS]}\u2026 ({len(text) - SHOWN_CHARS:,} more characters)"
     return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if ord(m.group()) >= 0xDC80
                           else "\ufffd", text)
 
@@ -212,7 +218,7 @@ def row(index: int, record: Mapping[str, Any]) -> dict[str, Any]:
         "duration_s": _num(video.get("duration_s")),
         "width": _num(video.get("width")), "height": _num(video.get("height")),
         "fps": _num(video.get("fps")), "codec": display(video.get("codec")),
-        "warnings": [display(w) for w in _list(record.get("warnings"))],
+        "warnings": [display(w) for w in _list(record.get("warnings"))[:SHOWN_WARNINGS]],
         "error_code": display(error.get("code")) if error else "",
         "error_message": display(error.get("message")) if error else "",
         "timeline": downsample(record.get("timeline")) if "timeline" in record else None,
