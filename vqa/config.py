@@ -35,8 +35,7 @@ from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEF
                     LIGHT_INFERENCE, MODES, PRECISIONS, pick_backend, pick_precision)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
-from . import threads as thread_budget  # usable_cores, looked up when called (tests patch it)
-from .threads import plan_threads, starving_split
+from .threads import MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS, max_workers, plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
@@ -80,15 +79,6 @@ def _check_batch_size(v: Any) -> str | None:
     if v == "auto" or (_is_int(v) and 1 <= v <= MAX_BATCH_SIZE):
         return None
     return f"batch_size must be 'auto' or an integer in 1..{MAX_BATCH_SIZE}, got {v!r}"
-
-
-# Workers past a few per core only cost memory and start-up (1,000 on 2 cores ran out of time).
-MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS = 4, 16
-
-
-def max_workers(cores: int | None = None) -> int:
-    """The most decode workers ``resolve`` accepts on ``cores`` (default: the usable cores)."""
-    return max(MIN_MAX_WORKERS, MAX_WORKERS_PER_CORE * (thread_budget.usable_cores() if cores is None else cores))
 
 
 def _check_workers(v: Any) -> str | None:

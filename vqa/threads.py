@@ -77,6 +77,19 @@ def usable_cores(root: Path = CGROUP_ROOT) -> int:
     return max(1, cores)
 
 
+# Workers past a few per core only cost memory and start-up (1,000 on 2 cores ran out of time).
+MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS = 4, 16
+
+
+def max_workers(cores: int | None = None) -> int:
+    """The most decode workers ``ScoreOptions.resolve`` accepts on ``cores`` (default: usable).
+
+        >>> max_workers(2), max_workers(16)
+        (16, 64)
+    """
+    return max(MIN_MAX_WORKERS, MAX_WORKERS_PER_CORE * (usable_cores() if cores is None else cores))
+
+
 @dataclass(frozen=True)
 class ThreadBudget:
     cores: int  # usable_cores() when it was planned
