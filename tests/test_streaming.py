@@ -103,3 +103,13 @@ def test_a_bad_item_or_a_failing_input_comes_after_the_records_before_it():
         assert [Path(p).name for p in got] == ["0.mp4", "1.mp4"]
         # and the Scorer still works
         assert [r.error["code"] for r in scorer.score_many(["/nonexistent/x.mp4"])] == ["E_NOT_FOUND"]
+    def failing_early():
+        yield "/nonexistent/vqa-stream/0.mp4"
+        raise ValueError("the input broke early")
+
+    with Scorer(workers=2, threads=1) as scorer:  # the first two are read before any is started
+        got = []
+        with pytest.raises(ValueError, match="broke early"):
+            for record in scorer.score_many(failing_early()):
+                got.append(record.path)
+        assert [Path(p).name for p in got] == ["0.mp4"]

@@ -188,7 +188,7 @@ class Scorer:
         source = iter(first) if error else itertools.chain(first, paths)
         ahead: deque[Future] = deque()
         try:
-            while error is None:
+            while True:  # an error in ``first`` ends ``source`` after the paths read before it
                 try:
                     path = next(source)
                 except StopIteration:
