@@ -324,3 +324,18 @@ def test_a_stop_while_starting_is_a_stop_even_when_a_library_swallows_it(monkeyp
     assert run("score", str(clip), "--format", "jsonl").exit_code == 143  # (still the stopped class)
     monkeypatch.setattr(cli.score, "_make_scorer", FakeScorer)
     assert run("score", str(clip), "--format", "jsonl").exit_code == 0  # the next run starts clean
+
+
+def test_ctrl_c_before_the_command_is_ready_is_130_without_a_traceback():
+    # Ctrl-C in the first half second (the command still importing) printed a KeyboardInterrupt
+    # traceback and ended with -2.
+    code = ("import vqa.cli.app as app\n"
+            "def interrupted(**kwargs):\n"
+            "    raise KeyboardInterrupt\n"
+            "app.cli.main = interrupted\n"
+            "from vqa.cli import main\n"
+            "main(['--help'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == "vqa: interrupted"

@@ -20,6 +20,7 @@ from typing import Any
 
 
 _SUBMODULES = ("app", "bench", "common", "report", "score", "serve")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as vqa.cli.common.EXIT_SIGINT (not imported here: it loads click)
 
 
 def __getattr__(name: str) -> Any:
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> None:
         if e.code is not None and not isinstance(e.code, int):
             raise
         _exit_without_teardown(e.code or 0)
+    except KeyboardInterrupt:  # Ctrl-C while the command was still being imported: no traceback
+        print("vqa: interrupted", file=sys.stderr)
+        _exit_without_teardown(EXIT_INTERRUPTED)
     finally:
         _stop_an_unused_worker()
 
