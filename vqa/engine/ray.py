@@ -559,7 +559,8 @@ def _host_state() -> dict:
 
 def _put_back(state: dict) -> None:
     logger = logging.getLogger("ray")
-    logger.level, logger.propagate, logger.handlers = state["logger"][0], state["logger"][1], state["logger"][2]
+    level, logger.propagate, logger.handlers = state["logger"]
+    logger.setLevel(level)  # not .level: setLevel also clears the loggers' cached levels
     if threading.current_thread() is threading.main_thread():
         for sig, handler in state.get("signals", {}).items():
             if handler is not None:  # None: set outside Python, nothing to put back
