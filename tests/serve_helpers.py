@@ -56,6 +56,17 @@ class Server:
             raise AssertionError(f"vqa serve did not start (status {self.proc.poll()}):\n{self.log()}")
         return self
 
+    def __enter__(self) -> Server:
+        """Started; stopped on the way out, also when it failed to start."""
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def _healthy(self) -> bool:
         try:
             return httpx.get(self.url + "/healthz", timeout=5).status_code == 200

@@ -44,10 +44,8 @@ def server(tmp_path_factory):
     srv = Server(root, base / "data", "--queue-jobs", "1", "--queue-uploads", "1",
                  "--max-upload-mb", str(UPLOAD_LIMIT_MB), "--max-body-kb", str(BODY_LIMIT_KB), token=TOKEN)
     srv.outside = outside
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with srv:
+        yield srv
 
 
 def test_healthz_is_open_and_every_other_route_needs_the_token(server):

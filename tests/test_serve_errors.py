@@ -19,10 +19,8 @@ def server(tmp_path_factory):
     (root / "day").mkdir(parents=True)
     good_clip(root / "day", "clip0.mp4")
     srv = Server(root, base / "data", token=TOKEN)
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with srv:
+        yield srv
 
 
 def test_bad_query_parameters_get_400_in_the_error_shape(server):

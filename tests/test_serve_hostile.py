@@ -33,10 +33,8 @@ def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("serve-hostile")
     (base / "root").mkdir()
     srv = Server(base / "root", base / "data")
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with srv:
+        yield srv
 
 
 def check(record: dict, name: str, path: str, validate_record) -> None:

@@ -31,10 +31,8 @@ def server(tmp_path_factory):
     srv = Server(root, base / "data", "--queue-uploads", "1", "--body-timeout", "1", "--max-inputs", str(MAX_INPUTS),
                  token=TOKEN)
     srv.clip = (root / "day" / "clip0.mp4").read_bytes()
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with srv:
+        yield srv
 
 
 def stalled(server, head: bytes) -> socket.socket:

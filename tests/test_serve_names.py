@@ -27,10 +27,8 @@ def server(tmp_path_factory):
     os.link(clip, os.path.join(os.fsencode(root / "odd"), b"\xff.mp4"))
     srv = Server(root, base / "data")
     srv.clip = Path(clip).read_bytes()
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with srv:
+        yield srv
 
 
 def form(filename: bytes, data: bytes) -> tuple[bytes, dict[str, str]]:

@@ -177,36 +177,25 @@ class Scorer:
     def _ordered(self, paths: Iterator, lookahead: int) -> Iterator[VideoScore]:
         # An error from ``paths`` itself, or a path submit() refuses, is raised after the records
         # of every path before it: they were started, and a caller would lose them otherwise.
-        first: list = []
-        error: Exception | None = None
-        try:
-            first.extend(itertools.islice(paths, self.workers))
-        except Exception as e:  # noqa: BLE001 - raised again below, after the records before it
-            error = e
+        errors: list[Exception] = []
+        source = _until_error(paths, errors)
         # Fewer videos than workers in all: each is split across them; more: one worker each.
+        first = list(itertools.islice(source, self.workers))
         split = len(first) < self.workers
-        source = iter(first) if error else itertools.chain(first, paths)
         ahead: deque[Future] = deque()
         try:
-            while True:  # an error in ``first`` ends ``source`` after the paths read before it
-                try:
-                    path = next(source)
-                except StopIteration:
-                    break
-                except Exception as e:  # noqa: BLE001
-                    error = e
-                    break
+            for path in itertools.chain(first, source):
                 try:
                     ahead.append(self.submit(path, split=split))
-                except Exception as e:  # noqa: BLE001
-                    error = e
+                except Exception as e:  # noqa: BLE001 - raised below, after the records before it
+                    errors.append(e)
                     break
                 if len(ahead) >= lookahead:
                     yield ahead.popleft().result()
             while ahead:
                 yield ahead.popleft().result()
-            if error is not None:
-                raise error
+            if errors:
+                raise errors[0]
         finally:
             for future in ahead:
                 future.cancel()
@@ -288,6 +277,14 @@ def _forget_defaults_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_defaults_in_child)
+
+
+def _until_error(paths: Iterator, errors: list[Exception]) -> Iterator:
+    """``paths`` until it raises; the error goes into ``errors`` and the iteration just ends."""
+    try:
+        yield from paths
+    except Exception as e:  # noqa: BLE001 - the caller raises it in its turn
+        errors.append(e)
 
 
 def default_scorer(**options) -> Scorer:
