@@ -345,3 +345,15 @@ def test_timestamps_that_jump_never_say_nothing_was_decoded(tmp_path, backend):
         assert d["frames"]["decoded"] == 0 or "no frame" not in d["error"]["message"], d
     else:
         assert d["frames"]["sampled"] > 0
+
+
+def test_an_mp4_cut_before_its_first_frame_says_it_was_cut(tmp_path, scorer):
+    # The index whole, the frames cut after a few bytes: "no frame could be decoded", no reason.
+    from hostile import _encode_mp4
+
+    path = tmp_path / "cut_frames.mp4"
+    _encode_mp4(path, faststart=True)
+    data = path.read_bytes()
+    path.write_bytes(data[:data.find(b"mdat") + 64])
+    error = scorer.score(str(path)).error
+    assert error["code"] == "E_DECODE" and "its mdat box runs past its end" in error["message"], error

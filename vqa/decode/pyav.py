@@ -61,6 +61,9 @@ DRAIN_LOOKAHEAD_PACKETS = 16
 _END = object()  # the end of the stream, met while looking ahead
 
 
+_MP4_FIRST_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")  # what an MP4/MOV starts with
+
+
 def _open_container(source: str, *, max_pixels: int,
                     headers_only: bool = False) -> av.container.InputContainer:
     """Open ``source`` (``VideoReader.source``) through the file protocol alone, as one of
@@ -152,7 +155,7 @@ class PyAVReader(VideoReader):
             head = os.pread(self._file.fd, 16, 0)
         except (AttributeError, OSError):
             head = b""
-        if head[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip"):
+        if head[4:8] in _MP4_FIRST_BOXES:
             return ("is an MP4/MOV file with no index (no moov box) FFmpeg can find: it was cut short "
                     f"(an interrupted upload or copy) or is still being written; the whole file is needed ({strerror})")
         if head.startswith(b"#EXTM3U"):
@@ -163,31 +166,32 @@ class PyAVReader(VideoReader):
             return "is a still image, not a video"
         return f"is not a video container FFmpeg recognises and this reader accepts ({strerror})"
 
-    def _index_cut_short(self) -> bool:
-        """True for an MP4/MOV whose index (moov box) runs past the end of the file: cut short
-        inside it, FFmpeg opens what is there and finds no stream, or one with no codec."""
+    def _box_cut_short(self) -> str | None:
+        """For an MP4/MOV cut short, the type of the top-level box that runs past the end of the
+        file ("moov": its index, "mdat": its frames); None for a whole one, or another format."""
         try:
             size, pos = os.fstat(self._file.fd).st_size, 0
-            for _ in range(64):  # top-level boxes before the index: ftyp, free, mdat, ...
+            for k in range(64):  # top-level boxes: ftyp, moov, free, mdat, ...
                 head = os.pread(self._file.fd, 16, pos)
-                if len(head) < 8:
-                    return False
+                if len(head) < 8 or (k == 0 and head[4:8] not in _MP4_FIRST_BOXES):
+                    return None
                 n = int.from_bytes(head[:4], "big")
                 if n == 1 and len(head) == 16:  # a 64-bit size follows the type
                     n = int.from_bytes(head[8:16], "big")
                 elif n == 0:  # the box runs to the end of the file
                     n = size - pos
                 if n < 8:
-                    return False
-                if head[4:8] == b"moov":
-                    return pos + n > size
+                    return None
+                if pos + n > size:
+                    return head[4:8].decode("latin-1")
                 pos += n
         except (AttributeError, OSError):
             pass
-        return False
+        return None
 
     def _refuse_cut_index(self) -> None:
-        if self._index_cut_short():
+        """An MP4 cut inside its index opens with no stream, or one with no codec: say so."""
+        if self._box_cut_short() == "moov":
             raise InputError(f"{self.path!r} is an MP4/MOV file whose index (moov box) is cut short: it was cut "
                              "(an interrupted upload or copy) or is still being written; the whole file is needed",
                              code="E_NOT_VIDEO")
@@ -235,7 +239,9 @@ class PyAVReader(VideoReader):
         # The display matrix rides on decoded frames, so peek at the first one and keep it.
         first = self._next_av_frame()
         if first is None:
-            raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
+            cut = self._box_cut_short()
+            why = f": the file is cut short (its {cut} box runs past its end: an interrupted upload or copy)"
+            raise InputError(f"no frame of {self.path!r} could be decoded{why if cut else ''}", code="E_DECODE")
         check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
         self._ready.append(first)
         # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns. A matrix
