@@ -44,6 +44,11 @@ def types(record: dict) -> set[str]:
     return {d["type"] for d in record.get("defects", [])}
 
 
+def share(found: np.ndarray) -> float | None:
+    """The share of True in ``found``; None where there is nothing to count (not NaN, which JSON lacks)."""
+    return float(found.mean()) if found.size else None
+
+
 def targets(clips: list[dict], records: dict[str, dict]) -> dict:
     recs = [records[c["file"]] for c in clips]
     if not all(r["status"] == "ok" for r in recs):
@@ -66,8 +71,8 @@ def targets(clips: list[dict], records: dict[str, dict]) -> dict:
     falling = {f: [bool(np.all(np.diff([st[("clean", 0)]] + [st[(f, k)] for k in range(len(LADDERS[f]))]) < 0))
                    for st in steps.values()] for f in LADDERS}
     out["ladders_falling_from_clean"] = {
-        "ladders": len(steps), "all_families": float(np.mean([x for v in falling.values() for x in v])),
-        **{f: float(np.mean(v)) for f, v in falling.items()}}
+        "ladders": len(steps), "all_families": share(np.array([x for v in falling.values() for x in v])),
+        **{f: share(np.array(v)) for f, v in falling.items()}}
 
     clean_real = [r for r, x in zip(recs, real) if x == "clean"]
     flagged = [(c["source"], sorted(types(r))) for c, r, x in zip(clips, recs, real) if x == "clean" and types(r)]
@@ -81,8 +86,8 @@ def targets(clips: list[dict], records: dict[str, dict]) -> dict:
     coded = np.isin(kind, ("compression", "smear")) & (real == "")
     comp = np.array(["compression" in types(r) for r in recs])
     low, high = coded & (vmaf < 70), vmaf >= 90
-    out["compression"] = {"codec_clips_vmaf_under_70": int(low.sum()), "found": float(comp[low].mean()),
-                          "clips_vmaf_90_or_more": int(high.sum()), "reported": float(comp[high].mean())}
+    out["compression"] = {"codec_clips_vmaf_under_70": int(low.sum()), "found": share(comp[low]),
+                          "clips_vmaf_90_or_more": int(high.sum()), "reported": share(comp[high])}
 
     for d in ("dark", "overexposed"):
         lab = np.array([c["labels"][d] for c in clips])
