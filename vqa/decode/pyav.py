@@ -101,7 +101,12 @@ def _declared_duration(container: av.container.InputContainer) -> float:
     if stream.duration:
         return float(stream.duration * (stream.time_base or Fraction(1, 1_000_000)))
     if container.duration:
-        return container.duration / av.time_base
+        declared = container.duration / av.time_base
+        if container.format.name.startswith("matroska") and stream.start_time and stream.start_time > 0:
+            # Matroska declares its segment's length from timestamp 0: a stream that starts
+            # later (cut with -copyts, recorded live) holds only what follows its start.
+            declared = max(0.0, declared - float(stream.start_time * (stream.time_base or 0)))
+        return declared
     return 0.0
 
 
@@ -270,7 +275,12 @@ class PyAVReader(VideoReader):
         m = self._measurement
         if m is None:
             return None
-        end_s, counted, eof, estimate_s, read = m
+        end_s, counted, eof, estimate_s, read, origin_s = m
+        # The measure's times count from the start its headers-only open knew (none, for a
+        # Matroska stream starting late): count them from the stream's start instead.
+        shift = float(self._start_pts * self._time_base) - origin_s
+        if end_s is not None and shift:
+            end_s, estimate_s = end_s - shift, estimate_s - shift
         if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
             if not (self._fps and read):
                 return None
@@ -300,7 +310,8 @@ class PyAVReader(VideoReader):
         """Demux (never decode) the video packets of ``container`` from near the declared end,
         or from the start, for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s or None
         without timestamps, packets counted from the start or None, whether the stream ended,
-        end estimated from the file size, packets read); None when nothing could be read."""
+        end estimated from the file size, packets read, the start the times count from);
+        None when nothing could be read."""
         try:
             stream = _video_stream(container)
             time_base = stream.time_base or Fraction(1, 1_000_000)
@@ -348,7 +359,8 @@ class PyAVReader(VideoReader):
                 estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
         elif end_s is None:
             estimate_s = 1.0
-        return end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0
+        return (end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0,
+                float(start_pts * time_base))
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""

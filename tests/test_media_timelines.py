@@ -1,0 +1,55 @@
+"""Fifth round, media: the timeline a record gives is the file's, where the file's own
+timestamps do not start at zero or jump (README, "Fifth round")."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+from clips import textured_frames, write_clip
+
+from vqa import Scorer
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    with Scorer(workers=0, threads=1, frames=16) as s:
+        yield s
+
+
+def _black_then_texture(black: int, texture: int) -> np.ndarray:
+    frames = textured_frames(black + texture, 64, 96)
+    frames[:black] = 0
+    return frames
+
+
+def test_a_matroska_stream_that_starts_late_is_as_long_as_it_is(scorer, tmp_path):
+    # Cut with `ffmpeg -ss 10 -copyts` or recorded live: the first frame at 10 s. Matroska
+    # declares the segment's length from timestamp 0 (13 s); the video holds 3 s from its start.
+    path = tmp_path / "late.mkv"
+    frames = _black_then_texture(25, 50)
+    write_clip(path, frames, pts_s=[10 + i / 25 for i in range(len(frames))])
+    with av.open(str(path)) as c:  # the file is as described
+        assert c.duration / av.time_base == 13.0 and c.streams.video[0].start_time == 10_000
+    record = scorer.score(str(path)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert record["video"]["duration_s"] == pytest.approx(3.0, abs=0.05)
+    assert record["video"]["frame_count"] == 75
+    assert record["frames"]["sampled"] == 16, record["warnings"]
+    assert not [w for w in record["warnings"] if w.startswith("W_TRUNCATED")]
+    black = [d for d in record["defects"] if d["type"] == "black"]
+    assert black and black[0]["start_s"] == 0.0 and black[0]["end_s"] <= 1.5, record["defects"]
+
+
+def test_the_timeline_is_the_same_in_mp4_and_matroska(scorer, tmp_path):
+    frames = _black_then_texture(12, 38)
+    pts = [7 + i * float(Fraction(1, 25)) for i in range(len(frames))]
+    records = []
+    for name in ("late.mp4", "late.mkv"):
+        write_clip(tmp_path / name, frames, pts_s=pts)
+        records.append(scorer.score(str(tmp_path / name)).to_dict())
+    mp4, mkv = records
+    assert mp4["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
+    assert mkv["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
+    assert [d["type"] for d in mp4["defects"]] == [d["type"] for d in mkv["defects"]]
