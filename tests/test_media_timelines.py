@@ -42,6 +42,25 @@ def test_a_matroska_stream_that_starts_late_is_as_long_as_it_is(scorer, tmp_path
     assert black and black[0]["start_s"] == 0.0 and black[0]["end_s"] <= 1.5, record["defects"]
 
 
+def test_a_gap_in_an_mp4_with_b_frames_is_counted_once(scorer, tmp_path):
+    # 1 s of frames, 60 s of nothing, 1 s of frames. With B-frames the frame shown just
+    # after the gap is stored before the one shown before it, so the 60 s sample duration
+    # (decode-time steps) belongs to a packet shown at 61 s: pts + duration is 121 s.
+    path = tmp_path / "gap.mp4"
+    pts = [i / 25 for i in range(25)] + [61 + i / 25 for i in range(25)]
+    write_clip(path, textured_frames(50, 64, 96), pts_s=pts)
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        assert float(stream.duration * stream.time_base) == 62.0
+        assert max(float((p.pts + p.duration) * p.time_base) for p in c.demux(stream) if p.pts is not None) > 120
+    record = scorer.score(str(path)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert record["video"]["duration_s"] == pytest.approx(62.0, abs=0.05)
+    assert record["video"]["frame_count"] == 50
+    assert not [w for w in record["warnings"] if w.startswith("W_LENGTH")], record["warnings"]
+    assert all(d["end_s"] <= 62.0 for d in record["defects"]), record["defects"]
+
+
 def test_the_timeline_is_the_same_in_mp4_and_matroska(scorer, tmp_path):
     frames = _black_then_texture(12, 38)
     pts = [7 + i * float(Fraction(1, 25)) for i in range(len(frames))]

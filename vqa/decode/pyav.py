@@ -325,7 +325,7 @@ class PyAVReader(VideoReader):
                 except av.error.FFmpegError:
                     pass  # cannot seek (raw streams): count from the start
             count = size = 0
-            end_s = first_pos = last_pos = first_s = None
+            end_s = first_pos = last_pos = first_s = last_t = None
             eof = True
             for packet in container.demux(stream):
                 if packet.size == 0 and packet.pts is None and packet.dts is None:
@@ -335,11 +335,14 @@ class PyAVReader(VideoReader):
                 t = packet.pts if packet.pts is not None else packet.dts
                 if t is not None:
                     t_s = float((t - start_pts) * time_base)
-                    if packet.duration:
-                        t_s += float(packet.duration * time_base)
-                    end_s = t_s if end_s is None else max(end_s, t_s)
                     if first_s is None:
                         first_s = t_s
+                    # The latest frame shown ends the stream, after its own duration. Not the
+                    # latest pts + duration: durations are decode-time steps, and with B-frames
+                    # the step over a gap belongs to a frame shown after it (counted twice).
+                    if last_t is None or t_s >= last_t:
+                        last_t = t_s
+                        end_s = t_s + (float(packet.duration * time_base) if packet.duration else 0.0)
                 if packet.pos is not None and packet.pos >= 0:
                     first_pos = packet.pos if first_pos is None else first_pos
                     last_pos = packet.pos
