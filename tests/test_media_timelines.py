@@ -18,8 +18,8 @@ def scorer():
         yield s
 
 
-def _black_then_texture(black: int, texture: int) -> np.ndarray:
-    frames = textured_frames(black + texture, 64, 96)
+def _black_then_texture(black: int, texture: int, height: int = 64, width: int = 96) -> np.ndarray:
+    frames = textured_frames(black + texture, height, width)
     frames[:black] = 0
     return frames
 
@@ -72,3 +72,18 @@ def test_the_timeline_is_the_same_in_mp4_and_matroska(scorer, tmp_path):
     assert mp4["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
     assert mkv["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
     assert [d["type"] for d in mp4["defects"]] == [d["type"] for d in mkv["defects"]]
+
+
+def test_an_mpegts_seek_that_lands_between_keyframes_is_not_the_end(scorer, tmp_path):
+    # MPEG-TS has no index of keyframes: a seek lands on the packet nearest its time, and the
+    # decoder gives nothing until a keyframe. Here the last keyframe is behind every later run.
+    frames = _black_then_texture(25, 50, 360, 640)  # big enough for FFmpeg's probe to index a keyframe
+    path, reference = tmp_path / "broadcast.ts", tmp_path / "same.mp4"
+    write_clip(path, frames)
+    write_clip(reference, frames)
+    record, same = (scorer.score(str(p)).to_dict() for p in (path, reference))
+    assert record["status"] == "ok", record["error"]
+    assert record["frames"]["sampled"] == same["frames"]["sampled"] == 16, record["warnings"]
+    assert not [w for w in record["warnings"] if w.startswith("W_TRUNCATED")], record["warnings"]
+    assert [d["type"] for d in record["defects"]] == [d["type"] for d in same["defects"]]
+    assert record["score"] == pytest.approx(same["score"], abs=2.0)

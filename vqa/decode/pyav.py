@@ -382,6 +382,7 @@ class PyAVReader(VideoReader):
         self._prev_pts_s: float | None = None
         self._eof = False
         self._consecutive_errors = 0
+        self._packets_in = 0  # packets given to the decoder since it started afresh
 
     def _next_av_frame(self) -> av.VideoFrame | None:
         if self._ready:
@@ -414,6 +415,7 @@ class PyAVReader(VideoReader):
                 self._count_error()
                 continue
             self._skip_if_before_run(packet)
+            self._packets_in += packet.size > 0
             try:
                 frames = self._decode_packet(packet)
             except MemoryError:
@@ -654,8 +656,11 @@ class PyAVReader(VideoReader):
             # Landing on nothing is the end of the stream, unless this reader has not decoded
             # a frame yet: a timestamp seek in a short MPEG-TS (no index) can land past its
             # data. Later on, a run past a truncated file's end must not decode it all again.
+            # Packets that decode to nothing are no end: an MPEG-TS seek lands on the packet
+            # nearest its time, not on a keyframe, and past the last keyframe none follows.
             late = frame is not None and self._pts_s(frame) > t_s + PTS_TOLERANCE_S
-            if target > 0 and (late or (frame is None and self.frames_decoded == 0)):
+            blind = frame is None and self._packets_in > 0
+            if target > 0 and (late or blind or (frame is None and self.frames_decoded == 0)):
                 target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
                 continue
             if frame is not None and attempt == 0:
