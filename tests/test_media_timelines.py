@@ -3,13 +3,17 @@ timestamps do not start at zero or jump (README, "Fifth round")."""
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import av
+import cv2
 import numpy as np
 import pytest
 from clips import textured_frames, write_clip
 
 from vqa import Scorer
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_videos"
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +91,27 @@ def test_an_mpegts_seek_that_lands_between_keyframes_is_not_the_end(scorer, tmp_
     assert not [w for w in record["warnings"] if w.startswith("W_TRUNCATED")], record["warnings"]
     assert [d["type"] for d in record["defects"]] == [d["type"] for d in same["defects"]]
     assert record["score"] == pytest.approx(same["score"], abs=2.0)
+
+
+def _first_frames(path: Path, n: int) -> np.ndarray:
+    with av.open(str(path)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f, _ in zip(c.decode(video=0), range(n))])
+
+
+@pytest.mark.parametrize("container", ["mp4", "mkv"])
+@pytest.mark.parametrize("decoder", ["pyav", "opencv"])
+def test_anamorphic_video_is_judged_as_it_is_shown(tmp_path, container, decoder):
+    # DVD, HDV and broadcast video store wide pictures in narrow pixels: 1440x1080 with 4:3
+    # pixels is shown 1920x1080. The network must judge the picture a player shows: the same
+    # as a square-pixel file of that picture, not the squeezed one (13 points apart here).
+    squeezed = np.stack([cv2.resize(f, (480, 360), interpolation=cv2.INTER_AREA)
+                         for f in _first_frames(SAMPLES / "blurred_chelsea.mp4", 16)])
+    shown = np.stack([cv2.resize(f, (640, 360), interpolation=cv2.INTER_LINEAR) for f in squeezed])
+    write_clip(tmp_path / f"hdv.{container}", squeezed, sample_aspect_ratio=Fraction(4, 3))
+    write_clip(tmp_path / f"shown.{container}", shown)
+    with Scorer(workers=0, threads=1, frames=16, decoder=decoder) as scorer:
+        hdv, square = (scorer.score(str(tmp_path / f"{n}.{container}")).to_dict() for n in ("hdv", "shown"))
+    assert hdv["status"] == "ok", hdv["error"]
+    assert (hdv["video"]["width"], hdv["video"]["height"]) == (640, 360)
+    assert hdv["score"] == pytest.approx(square["score"], abs=2.0)
+    assert [d["type"] for d in hdv["defects"]] == [d["type"] for d in square["defects"]]

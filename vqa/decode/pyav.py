@@ -124,6 +124,7 @@ class PyAVReader(VideoReader):
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
     _drains = True  # False once a drain gave other frames than the packets promised
+    _sar: Fraction | None = None  # the pixels' shape, where they are not square
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
@@ -229,6 +230,8 @@ class PyAVReader(VideoReader):
         stream = self._stream = _video_stream(self._container)
         ctx = self._codec_context()
         check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
+        sar = stream.sample_aspect_ratio or ctx.sample_aspect_ratio
+        self._sar = sar if sar and sar != 1 and Fraction(1, 4) <= sar <= 4 else None
         # Every frame the decoder allocates is held to the cap, also one that grows mid-stream.
         ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
         # Explicit, so parallel workers each decode on `threads` cores instead of all of them.
@@ -254,7 +257,7 @@ class PyAVReader(VideoReader):
         # FFmpeg's own autorotate takes it.
         rotation = first.rotation
         self._rot_k = round(rotation / 90) % 4 if -360 <= rotation <= 360 else 0
-        width, height = first.width, first.height
+        width, height = self._shown_width(first.width, first.height), first.height
         if self._rot_k % 2:
             width, height = height, width
         duration = _declared_duration(self._container)
@@ -602,10 +605,23 @@ class PyAVReader(VideoReader):
         # (RLIMIT_AS) with 15 threads a task, and every frame failed with EAGAIN.
         if self._reformatter is None:
             self._reformatter = VideoReformatter()
-        rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
+        width = self._shown_width(self._frame.width, self._frame.height)
+        if width == self._frame.width:
+            rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
+        else:  # anamorphic: resampled to square pixels in the same pass
+            rgb = self._reformatter.reformat(self._frame, width=width, format="rgb24", threads=1).to_ndarray()
         if self._rot_k:
             rgb = np.rot90(rgb, self._rot_k)
         return np.ascontiguousarray(rgb)
+
+    def _shown_width(self, width: int, height: int) -> int:
+        """A frame's width as a player shows it: anamorphic pixels (DVD, HDV: a sample aspect
+        ratio other than 1) are resampled to square ones, as ``ffmpeg -vf scale=iw*sar:ih``
+        does, within the pixel cap. 1440x1080 HDV with 4:3 pixels is judged at 1920x1080."""
+        if self._sar is None:
+            return width
+        shown = max(1, round(width * self._sar))
+        return shown if shown * height <= self.max_pixels else width
 
     def _keyframe_before_s(self, t_s: float) -> float | None:
         """Time of the last keyframe at or before t_s per the demuxer's index, when it covers t_s."""
