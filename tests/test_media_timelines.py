@@ -115,3 +115,21 @@ def test_anamorphic_video_is_judged_as_it_is_shown(tmp_path, container, decoder)
     assert (hdv["video"]["width"], hdv["video"]["height"]) == (640, 360)
     assert hdv["score"] == pytest.approx(square["score"], abs=2.0)
     assert [d["type"] for d in hdv["defects"]] == [d["type"] for d in square["defects"]]
+
+
+def test_an_mp4_trimmed_without_reencoding_counts_the_frames_it_shows(tmp_path):
+    # `ffmpeg -ss 0.52 -c copy` keeps the GOP before the cut, for the decoder, and an edit list
+    # that hides it: 63 frames stored, 50 shown (13 flagged to be dropped after decoding).
+    path = tmp_path / "trimmed.mp4"
+    write_clip(path, textured_frames(63, 64, 96), pts_s=[-0.52 + i / 25 for i in range(63)],
+               options={"crf": "18", "g": "100", "sc_threshold": "0"})
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        assert stream.frames == 63 and sum(e.is_discard for e in stream.index_entries) == 13
+        assert len(list(c.decode(stream))) == 50
+    with Scorer(workers=0, threads=1, frames="all") as s:
+        record = s.score(str(path)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert record["video"]["frame_count"] == record["frames"]["sampled"] == 50
+    assert record["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
+    assert not record["warnings"], record["warnings"]

@@ -110,6 +110,23 @@ def _declared_duration(container: av.container.InputContainer) -> float:
     return 0.0
 
 
+def _frames_shown(container: av.container.InputContainer, stream) -> int:
+    """The frames the stream declares, less those an MP4/MOV edit list hides: a clip trimmed
+    without re-encoding (``ffmpeg -ss 5 -c copy``) keeps the frames before the cut back to a
+    keyframe, for the decoder, flagged to be dropped (and FFmpeg leaves out those it does not
+    need). The hidden ones sit at the ends of the index: counted from there, not one by one."""
+    frames, entries = stream.frames, stream.index_entries
+    n = len(entries)
+    if not frames or not n or n > frames or not container.format.name.startswith("mov"):
+        return frames
+    first, last = 0, n - 1
+    while first < n and entries[first].is_discard:
+        first += 1
+    while last > first and entries[last].is_discard:
+        last -= 1
+    return last - first + 1 if first < n else frames
+
+
 class PyAVReader(VideoReader):
     BACKEND_NAME: ClassVar[str] = "pyav"
     SEEKS_AHEAD: ClassVar[bool] = True  # keyframe seek + decode forward is frame-exact
@@ -261,7 +278,8 @@ class PyAVReader(VideoReader):
         if self._rot_k % 2:
             width, height = height, width
         duration = _declared_duration(self._container)
-        frame_count, declared = stream.frames or round(duration * self._fps), stream.frames > 0
+        shown = _frames_shown(self._container, stream)
+        frame_count, declared = shown or round(duration * self._fps), shown > 0
         measured = self._measured_length(duration)
         if measured is not None:
             duration, frame_count, declared = measured
