@@ -112,3 +112,29 @@ def test_every_walked_extension_opens_with_the_demuxer_the_decoders_allow(tmp_pa
             assert s.score(str(tmp_path / f"x.{ext}")).status == "ok", ext
         shutil.copy(mkv, tmp_path / "x.webm")
         assert s.score(str(tmp_path / "x.webm")).status == "ok"
+
+
+def _animation(path, codec: str, container: str) -> None:
+    with av.open(str(path), "w", format=container) as c:
+        stream = c.add_stream(codec, rate=10)
+        stream.width, stream.height = 64, 48
+        stream.pix_fmt = "rgb24" if codec == "apng" else "yuv420p"
+        for rgb in textured_frames(5, 48, 64, motion_px=8):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                c.mux(packet)
+        for packet in stream.encode():
+            c.mux(packet)
+
+
+@pytest.mark.parametrize("codec, container", [("apng", "apng"), ("libwebp_anim", "webp")])
+def test_an_animated_image_is_not_called_a_still_one(tmp_path, codec, container):
+    path = tmp_path / f"sticker.{container}"
+    _animation(path, codec, container)
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        error = s.score(str(path)).to_dict()["error"]
+        still = tmp_path / "photo.png"
+        assert cv2.imwrite(str(still), textured_frames(1, 48, 64)[0])
+        still_error = s.score(str(still)).to_dict()["error"]
+    assert error["code"] == "E_NOT_VIDEO" and "animated image" in error["message"], error
+    assert "still image" not in error["message"]
+    assert still_error["code"] == "E_NOT_VIDEO" and "still image" in still_error["message"], still_error

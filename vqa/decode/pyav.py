@@ -175,7 +175,7 @@ class PyAVReader(VideoReader):
         """Why FFmpeg would not open the file, told from its first bytes: the user reads what
         was found (an MP4 with no index, a playlist), not a list of what might have been."""
         try:
-            head = os.pread(self._file.fd, 16, 0)
+            head = os.pread(self._file.fd, 4096, 0)
         except (AttributeError, OSError):
             head = b""
         if head[4:8] in _MP4_FIRST_BOXES:
@@ -185,6 +185,13 @@ class PyAVReader(VideoReader):
             return "is an HLS playlist, which names other files: refused; score the video it names"
         if head.startswith(b"ffconcat"):
             return "is an ffconcat script, which names other files: refused; score the videos it names"
+        # An animated PNG names its animation (acTL) before its first picture data (IDAT); an
+        # animated WebP sets bit 1 of its VP8X flags.
+        actl, idat = head.find(b"acTL"), head.find(b"IDAT")
+        apng = head.startswith(b"\x89PNG") and actl >= 0 and (idat < 0 or actl < idat)
+        if apng or (head[8:16] == b"WEBPVP8X" and len(head) > 20 and head[20] & 0x02):
+            return ("is an animated image (APNG or animated WebP), which this reader does not take: "
+                    "convert it to a video (GIF is read)")
         if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"BM")) or head[8:12] == b"WEBP":
             return "is a still image, not a video"
         return f"is not a video container FFmpeg recognises and this reader accepts ({strerror})"
