@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import av
 import cv2
@@ -138,3 +139,47 @@ def test_an_animated_image_is_not_called_a_still_one(tmp_path, codec, container)
     assert error["code"] == "E_NOT_VIDEO" and "animated image" in error["message"], error
     assert "still image" not in error["message"]
     assert still_error["code"] == "E_NOT_VIDEO" and "still image" in still_error["message"], still_error
+
+
+def _woven(instants: np.ndarray) -> np.ndarray:
+    """Interlaced frames from a progressive sequence twice their rate: the even lines of each
+    frame from one instant, the odd lines from the next (a 1080i camera's fields)."""
+    frames = instants[0::2].copy()
+    frames[:, 1::2] = instants[1::2][:, 1::2]
+    return frames
+
+
+def test_interlaced_frames_are_judged_as_a_player_shows_them(tmp_path):
+    # A camera panning 3 px a field: each frame's two fields disagree, the frame is combed.
+    # Judged combed, it scored 45.8 against 98.7 for its progressive frames; a progressive
+    # picture flagged interlaced (PsF) must keep its score.
+    with av.open(str(Path(__file__).resolve().parent.parent / "sample_videos" / "clean_coffee.mp4")) as c:
+        picture = np.stack([f.to_ndarray(format="rgb24") for f, _ in zip(c.decode(video=0), range(16))])
+    instants = np.stack([np.roll(picture[i // 2], 3 * i, axis=1) for i in range(32)])
+    interlaced = {"crf": "18", "x264-params": "interlaced=1:tff=1"}
+    write_clip(tmp_path / "1080i.mp4", _woven(instants), options=interlaced)
+    write_clip(tmp_path / "1080p.mp4", instants[0::2])
+    write_clip(tmp_path / "psf.mp4", instants[0::2], options=interlaced)  # progressive, flagged interlaced
+    with av.open(str(tmp_path / "1080i.mp4")) as c:
+        assert next(c.decode(video=0)).interlaced_frame
+    with Scorer(workers=0, threads=1, frames=16) as s:
+        i, p, psf = (s.score(str(tmp_path / n)).to_dict() for n in ("1080i.mp4", "1080p.mp4", "psf.mp4"))
+    assert i["status"] == p["status"] == psf["status"] == "ok"
+    assert i["score"] == pytest.approx(p["score"], abs=12.0), (i["score"], p["score"])
+    assert psf["score"] == pytest.approx(p["score"], abs=1.5), (psf["score"], p["score"])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5), (4, 4), (9, 15), (17, 33), (36, 64)])
+def test_deinterlace_mends_combs_and_leaves_smooth_pictures(shape):
+    from vqa.decode.fields import deinterlace
+
+    h, w = shape
+    ramp = np.broadcast_to((np.arange(h)[:, None, None] * 3 + np.arange(w)[None, :, None]).astype(np.uint8),
+                           (h, w, 3)).copy()
+    assert np.array_equal(deinterlace(ramp), ramp)  # no comb: untouched
+    comb = ramp.copy()
+    comb[1::2] = 255 - comb[1::2]  # the odd field from another picture
+    mended = deinterlace(comb)
+    assert mended.shape == comb.shape and mended.dtype == np.uint8
+    if h >= 4:
+        assert np.abs(np.diff(mended.astype(int), axis=0)).mean() < np.abs(np.diff(comb.astype(int), axis=0)).mean() / 4

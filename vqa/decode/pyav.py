@@ -28,6 +28,7 @@ from av.video.reformatter import VideoReformatter
 
 from vqa.decode.base import (PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS, VideoReader,
                              check_frame_size)
+from vqa.decode.fields import deinterlace
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -635,6 +636,8 @@ class PyAVReader(VideoReader):
             rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
         else:  # anamorphic: resampled to square pixels in the same pass
             rgb = self._reformatter.reformat(self._frame, width=width, format="rgb24", threads=1).to_ndarray()
+        if self._frame.interlaced_frame:  # two fields, two instants: as a player shows them
+            rgb = deinterlace(rgb)
         if self._rot_k:
             rgb = np.rot90(rgb, self._rot_k)
         return np.ascontiguousarray(rgb)
