@@ -183,3 +183,32 @@ def test_deinterlace_mends_combs_and_leaves_smooth_pictures(shape):
     assert mended.shape == comb.shape and mended.dtype == np.uint8
     if h >= 4:
         assert np.abs(np.diff(mended.astype(int), axis=0)).mean() < np.abs(np.diff(comb.astype(int), axis=0)).mean() / 4
+
+
+def test_a_still_picture_track_before_the_video_is_not_what_is_scored(tmp_path):
+    # Matroska has no attached-picture flag on a track: a cover or poster muxed as a track is a
+    # video stream of one frame. Players (FFmpeg's av_find_best_stream) play the real video.
+    frames = textured_frames(25, 96, 128)
+    path, alone = tmp_path / "poster_first.mkv", tmp_path / "alone.mkv"
+    ok, jpeg = cv2.imencode(".jpg", np.full((64, 64, 3), 230, np.uint8))
+    with av.open(str(path), "w") as c:
+        poster = c.add_stream("mjpeg")
+        poster.width = poster.height = 64
+        poster.pix_fmt = "yuvj420p"
+        video = c.add_stream("libx264", rate=25, options={"crf": "18"})
+        video.width, video.height, video.pix_fmt = 128, 96, "yuv420p"
+        packet = av.Packet(jpeg.tobytes())
+        packet.stream, packet.pts, packet.dts = poster, 0, 0
+        c.mux(packet)
+        for rgb in frames:
+            c.mux(video.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
+        c.mux(video.encode())
+    write_clip(alone, frames)
+    with av.open(str(path)) as c:
+        assert [s.codec_context.name for s in c.streams.video] == ["mjpeg", "h264"]
+        assert not any(int(s.disposition) & 0x0400 for s in c.streams.video)
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        record, reference = s.score(str(path)).to_dict(), s.score(str(alone)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert (record["video"]["codec"], record["video"]["width"], record["frames"]["sampled"]) == ("h264", 128, 8)
+    assert record["score"] == reference["score"] and record["warnings"] == reference["warnings"] == []

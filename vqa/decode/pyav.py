@@ -92,8 +92,16 @@ def video_streams(container: av.container.InputContainer) -> list:
 
 
 def _video_stream(container: av.container.InputContainer):
-    """The first real video stream (``video_streams``); IndexError when there is none."""
-    return video_streams(container)[0]
+    """The video stream a player plays (``video_streams``); IndexError when there is none.
+    Of several, FFmpeg's choice (av_find_best_stream: the default one, then one of more than
+    one frame, then the higher bitrate): a poster muxed as a one-frame track before the video
+    (Matroska cannot flag it an attached picture) is not it. One file, one choice, every open."""
+    streams = video_streams(container)
+    if len(streams) > 1:
+        best = container.streams.best("video")
+        if best is not None and best in streams:
+            return best
+    return streams[0]
 
 
 def _declared_duration(container: av.container.InputContainer) -> float:
