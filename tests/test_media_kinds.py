@@ -212,3 +212,48 @@ def test_a_still_picture_track_before_the_video_is_not_what_is_scored(tmp_path):
     assert record["status"] == "ok", record["error"]
     assert (record["video"]["codec"], record["video"]["width"], record["frames"]["sampled"]) == ("h264", 128, 8)
     assert record["score"] == reference["score"] and record["warnings"] == reference["warnings"] == []
+
+
+def _hdr_code_values(rgb: np.ndarray, trc: int) -> np.ndarray:
+    """SDR frames (BT.1886: light = code ** 2.4) re-coded as PQ or HLG 16-bit R'G'B', their
+    white at HDR reference white (203 cd/m2; HLG's 75% signal): how an HDR master carries them."""
+    light = (rgb / 255.0) ** 2.4
+    if trc == 16:
+        m1, m2, c1, c2, c3 = 2610 / 16384, 2523 / 4096 * 128, 3424 / 4096, 2413 / 4096 * 32, 2392 / 4096 * 32
+        y = np.power(light * 203 / 10000, m1)
+        code = np.power((c1 + c2 * y) / (1 + c3 * y), m2)
+    else:
+        a, b, c = 0.17883277, 0.28466892, 0.55991073
+        scene = np.power(light, 1 / 1.2) * ((np.exp((0.75 - c) / a) + b) / 12)
+        code = np.where(scene <= 1 / 12, np.sqrt(3 * scene), a * np.log(np.maximum(12 * scene - b, 1e-12)) + c)
+    return np.round(np.clip(code, 0, 1) * 65535).astype(np.uint16)
+
+
+@pytest.mark.parametrize("trc", [16, 18], ids=["pq", "hlg"])
+def test_hdr_video_is_judged_as_its_sdr_picture(tmp_path, trc):
+    # A phone's HLG clip or an HDR10 (PQ) master, read as SDR, is dim and flat: PQ scored 81.9
+    # and HLG 81.1 where the SDR original scores 78.1. Tone-mapped, as a player shows them, 78.4
+    # and 77.9.
+    with av.open(str(Path(__file__).resolve().parent.parent / "sample_videos" / "noisy_astronaut.mp4")) as c:
+        sdr = np.stack([f.to_ndarray(format="rgb24") for f, _ in zip(c.decode(video=0), range(12))])
+    x265 = {"crf": "18", "preset": "ultrafast", "x265-params": "log-level=error"}
+    paths = {"hdr": tmp_path / "hdr.mp4", "sdr": tmp_path / "sdr.mp4"}
+    with av.open(str(paths["hdr"]), "w") as c:
+        stream = c.add_stream("libx265", rate=25, options=x265)
+        stream.width, stream.height, stream.pix_fmt = sdr.shape[2], sdr.shape[1], "yuv420p10le"
+        stream.codec_context.color_trc, stream.codec_context.color_primaries = trc, 9
+        stream.codec_context.colorspace = 9
+        for rgb in sdr:
+            frame = av.VideoFrame.from_ndarray(_hdr_code_values(rgb, trc), format="rgb48le")
+            frame = frame.reformat(format="yuv420p10le", dst_colorspace=9)
+            frame.color_trc, frame.color_primaries, frame.colorspace = trc, 9, 9
+            c.mux(stream.encode(frame))
+        c.mux(stream.encode())
+    write_clip(paths["sdr"], sdr, codec="libx265", pix_fmt="yuv420p10le", options=x265)
+    with av.open(str(paths["hdr"])) as c:
+        assert next(c.decode(video=0)).color_trc == trc
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        hdr, ref = (s.score(str(p)).to_dict() for p in paths.values())
+    assert hdr["status"] == "ok", hdr["error"]
+    assert hdr["score"] == pytest.approx(ref["score"], abs=2.0), (hdr["score"], ref["score"])
+    assert [d["type"] for d in hdr["defects"]] == [d["type"] for d in ref["defects"]]

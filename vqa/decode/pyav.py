@@ -29,6 +29,7 @@ from av.video.reformatter import VideoReformatter
 from vqa.decode.base import (PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS, VideoReader,
                              check_frame_size)
 from vqa.decode.fields import deinterlace
+from vqa.decode.hdr import HDR_TRANSFERS, to_sdr
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -640,10 +641,15 @@ class PyAVReader(VideoReader):
         if self._reformatter is None:
             self._reformatter = VideoReformatter()
         width = self._shown_width(self._frame.width, self._frame.height)
+        trc = self._frame.color_trc
+        # HDR (PQ, HLG): 16-bit code values, tone-mapped to SDR (vqa.decode.hdr).
+        out = "rgb48le" if trc in HDR_TRANSFERS else "rgb24"
         if width == self._frame.width:
-            rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
+            rgb = self._reformatter.reformat(self._frame, format=out, threads=1).to_ndarray()
         else:  # anamorphic: resampled to square pixels in the same pass
-            rgb = self._reformatter.reformat(self._frame, width=width, format="rgb24", threads=1).to_ndarray()
+            rgb = self._reformatter.reformat(self._frame, width=width, format=out, threads=1).to_ndarray()
+        if trc in HDR_TRANSFERS:
+            rgb = to_sdr(rgb, trc)
         if self._frame.interlaced_frame:  # two fields, two instants: as a player shows them
             rgb = deinterlace(rgb)
         if self._rot_k:
