@@ -133,3 +133,14 @@ def test_an_mp4_trimmed_without_reencoding_counts_the_frames_it_shows(tmp_path):
     assert record["video"]["frame_count"] == record["frames"]["sampled"] == 50
     assert record["video"]["duration_s"] == pytest.approx(2.0, abs=0.05)
     assert not record["warnings"], record["warnings"]
+
+
+@pytest.mark.parametrize("decoder", ["pyav", "opencv"])
+def test_pixels_too_wide_to_be_a_picture_are_left_as_stored(tmp_path, decoder):
+    # 128x8 with 4:1 pixels would be shown 512x8: past the aspect ratio refused at open (32:1).
+    path = tmp_path / "strip.mp4"
+    write_clip(path, textured_frames(8, 8, 128), sample_aspect_ratio=Fraction(4, 1))
+    with Scorer(workers=0, threads=1, frames=4, decoder=decoder) as s:
+        record = s.score(str(path)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert (record["video"]["width"], record["video"]["height"]) == (128, 8)

@@ -26,7 +26,7 @@ from typing import ClassVar
 import cv2
 import numpy as np
 
-from vqa.decode.base import VIDEO_FORMATS, VideoReader, check_frame_size
+from vqa.decode.base import MAX_ASPECT_RATIO, VIDEO_FORMATS, VideoReader, check_frame_size
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -132,7 +132,7 @@ class OpenCVReader(VideoReader):
                 shown = (max(1, round(width * sar)), height)
             else:
                 shown = (width, max(1, round(height * sar)))
-            if shown[0] * shown[1] <= self.max_pixels:
+            if shown[0] * shown[1] <= self.max_pixels and max(shown) <= MAX_ASPECT_RATIO * min(shown):
                 self._shown = shown
                 width, height = shown
         return VideoInfo(

@@ -26,8 +26,8 @@ import av
 import numpy as np
 from av.video.reformatter import VideoReformatter
 
-from vqa.decode.base import (PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS, VideoReader,
-                             check_frame_size)
+from vqa.decode.base import (MAX_ASPECT_RATIO, PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS,
+                             VideoReader, check_frame_size)
 from vqa.decode.fields import deinterlace
 from vqa.decode.hdr import HDR_TRANSFERS, to_sdr
 from vqa.errors import InputError
@@ -659,11 +659,13 @@ class PyAVReader(VideoReader):
     def _shown_width(self, width: int, height: int) -> int:
         """A frame's width as a player shows it: anamorphic pixels (DVD, HDV: a sample aspect
         ratio other than 1) are resampled to square ones, as ``ffmpeg -vf scale=iw*sar:ih``
-        does, within the pixel cap. 1440x1080 HDV with 4:3 pixels is judged at 1920x1080."""
+        does, within the pixel cap and the aspect ratio cap. 1440x1080 HDV with 4:3 pixels is
+        judged at 1920x1080."""
         if self._sar is None:
             return width
         shown = max(1, round(width * self._sar))
-        return shown if shown * height <= self.max_pixels else width
+        fits = shown * height <= self.max_pixels and max(shown, height) <= MAX_ASPECT_RATIO * min(shown, height)
+        return shown if fits else width
 
     def _keyframe_before_s(self, t_s: float) -> float | None:
         """Time of the last keyframe at or before t_s per the demuxer's index, when it covers t_s."""
