@@ -6,7 +6,7 @@ player deinterlaces it, and the network, shown the comb, reads it as damage (a p
 woven from two instants scored 42 where its progressive frames score 99).
 
 ``deinterlace`` keeps the even field and, in the blocks that are combed, replaces each odd
-line by the mean of the even lines above and below it. A block is combed where its lines
+line by one interpolated from the even lines around it. A block is combed where its lines
 differ more from their neighbours (the other field) than those neighbours differ from each
 other (the same field): in a progressive picture the nearest lines are the most alike. A
 progressive picture flagged interlaced (PsF, most "1080i" film) is left as it is. Numpy only.
