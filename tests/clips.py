@@ -20,13 +20,14 @@ VFR_TIME_BASE = Fraction(1, 1000)  # pts_s are written at millisecond precision
 def write_clip(path: str | os.PathLike[str], frames: np.ndarray, *, fps: float = 25,
                codec: str = "libx264", pix_fmt: str = "yuv420p",
                options: dict[str, str] | None = None, rotation: int = 0,
-               pts_s: Sequence[float] | None = None) -> None:
+               pts_s: Sequence[float] | None = None, sample_aspect_ratio: Fraction | None = None) -> None:
     """Encode RGB uint8 ``frames`` (T,H,W,3) to ``path``; the container follows the suffix.
 
     ``rotation`` is the counter-clockwise turn a player applies to display the frames, as
     ffprobe reports it and ``VideoInfo.rotation`` too, written as a display matrix (mp4/mov keep it).
     ``pts_s`` gives each frame an explicit timestamp, for variable frame rate clips.
     ``options`` go to the encoder, e.g. {"crf": "18", "g": "25"} for a 25-frame GOP.
+    ``sample_aspect_ratio`` is the pixels' shape (anamorphic video: 4/3 shows 1440x1080 as 1920x1080).
     """
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[3] != 3 or frames.dtype != np.uint8:
@@ -41,6 +42,8 @@ def write_clip(path: str | os.PathLike[str], frames: np.ndarray, *, fps: float =
         stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], pix_fmt
         if pts_s is not None:
             stream.codec_context.time_base = VFR_TIME_BASE
+        if sample_aspect_ratio is not None:
+            stream.codec_context.sample_aspect_ratio = sample_aspect_ratio
         if rotation:
             stream.set_display_rotation(rotation)  # counter-clockwise degrees, as ffprobe's rotation
         for i, rgb in enumerate(frames):

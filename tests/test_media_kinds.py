@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import av
 import cv2
@@ -112,3 +113,147 @@ def test_every_walked_extension_opens_with_the_demuxer_the_decoders_allow(tmp_pa
             assert s.score(str(tmp_path / f"x.{ext}")).status == "ok", ext
         shutil.copy(mkv, tmp_path / "x.webm")
         assert s.score(str(tmp_path / "x.webm")).status == "ok"
+
+
+def _animation(path, codec: str, container: str) -> None:
+    with av.open(str(path), "w", format=container) as c:
+        stream = c.add_stream(codec, rate=10)
+        stream.width, stream.height = 64, 48
+        stream.pix_fmt = "rgb24" if codec == "apng" else "yuv420p"
+        for rgb in textured_frames(5, 48, 64, motion_px=8):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                c.mux(packet)
+        for packet in stream.encode():
+            c.mux(packet)
+
+
+@pytest.mark.parametrize("codec, container", [("apng", "apng"), ("libwebp_anim", "webp")])
+def test_an_animated_image_is_not_called_a_still_one(tmp_path, codec, container):
+    path = tmp_path / f"sticker.{container}"
+    _animation(path, codec, container)
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        error = s.score(str(path)).to_dict()["error"]
+        still = tmp_path / "photo.png"
+        assert cv2.imwrite(str(still), textured_frames(1, 48, 64)[0])
+        still_error = s.score(str(still)).to_dict()["error"]
+    assert error["code"] == "E_NOT_VIDEO" and "animated image" in error["message"], error
+    assert "still image" not in error["message"]
+    assert still_error["code"] == "E_NOT_VIDEO" and "still image" in still_error["message"], still_error
+
+
+def _woven(instants: np.ndarray) -> np.ndarray:
+    """Interlaced frames from a progressive sequence twice their rate: the even lines of each
+    frame from one instant, the odd lines from the next (a 1080i camera's fields)."""
+    frames = instants[0::2].copy()
+    frames[:, 1::2] = instants[1::2][:, 1::2]
+    return frames
+
+
+def test_interlaced_frames_are_judged_as_a_player_shows_them(tmp_path):
+    # A camera panning 3 px a field: each frame's two fields disagree, the frame is combed.
+    # Judged combed, it scored 45.8 against 98.7 for its progressive frames; a progressive
+    # picture flagged interlaced (PsF) must keep its score.
+    with av.open(str(Path(__file__).resolve().parent.parent / "sample_videos" / "clean_coffee.mp4")) as c:
+        picture = np.stack([f.to_ndarray(format="rgb24") for f, _ in zip(c.decode(video=0), range(16))])
+    instants = np.stack([np.roll(picture[i // 2], 3 * i, axis=1) for i in range(32)])
+    interlaced = {"crf": "18", "x264-params": "interlaced=1:tff=1"}
+    write_clip(tmp_path / "1080i.mp4", _woven(instants), options=interlaced)
+    write_clip(tmp_path / "1080p.mp4", instants[0::2])
+    write_clip(tmp_path / "psf.mp4", instants[0::2], options=interlaced)  # progressive, flagged interlaced
+    with av.open(str(tmp_path / "1080i.mp4")) as c:
+        assert next(c.decode(video=0)).interlaced_frame
+    with Scorer(workers=0, threads=1, frames=16) as s:
+        i, p, psf = (s.score(str(tmp_path / n)).to_dict() for n in ("1080i.mp4", "1080p.mp4", "psf.mp4"))
+    assert i["status"] == p["status"] == psf["status"] == "ok"
+    assert i["score"] == pytest.approx(p["score"], abs=12.0), (i["score"], p["score"])
+    assert psf["score"] == pytest.approx(p["score"], abs=1.5), (psf["score"], p["score"])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5), (4, 4), (9, 15), (17, 33), (36, 64)])
+def test_deinterlace_mends_combs_and_leaves_smooth_pictures(shape):
+    from vqa.decode.fields import deinterlace
+
+    h, w = shape
+    ramp = np.broadcast_to((np.arange(h)[:, None, None] * 3 + np.arange(w)[None, :, None]).astype(np.uint8),
+                           (h, w, 3)).copy()
+    assert np.array_equal(deinterlace(ramp), ramp)  # no comb: untouched
+    comb = ramp.copy()
+    comb[1::2] = 255 - comb[1::2]  # the odd field from another picture
+    mended = deinterlace(comb)
+    assert mended.shape == comb.shape and mended.dtype == np.uint8
+    if h >= 4:
+        assert np.abs(np.diff(mended.astype(int), axis=0)).mean() < np.abs(np.diff(comb.astype(int), axis=0)).mean() / 4
+
+
+def test_a_still_picture_track_before_the_video_is_not_what_is_scored(tmp_path):
+    # Matroska has no attached-picture flag on a track: a cover or poster muxed as a track is a
+    # video stream of one frame. Players (FFmpeg's av_find_best_stream) play the real video.
+    frames = textured_frames(25, 96, 128)
+    path, alone = tmp_path / "poster_first.mkv", tmp_path / "alone.mkv"
+    ok, jpeg = cv2.imencode(".jpg", np.full((64, 64, 3), 230, np.uint8))
+    with av.open(str(path), "w") as c:
+        poster = c.add_stream("mjpeg")
+        poster.width = poster.height = 64
+        poster.pix_fmt = "yuvj420p"
+        video = c.add_stream("libx264", rate=25, options={"crf": "18"})
+        video.width, video.height, video.pix_fmt = 128, 96, "yuv420p"
+        packet = av.Packet(jpeg.tobytes())
+        packet.stream, packet.pts, packet.dts = poster, 0, 0
+        c.mux(packet)
+        for rgb in frames:
+            c.mux(video.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
+        c.mux(video.encode())
+    write_clip(alone, frames)
+    with av.open(str(path)) as c:
+        assert [s.codec_context.name for s in c.streams.video] == ["mjpeg", "h264"]
+        assert not any(int(s.disposition) & 0x0400 for s in c.streams.video)
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        record, reference = s.score(str(path)).to_dict(), s.score(str(alone)).to_dict()
+    assert record["status"] == "ok", record["error"]
+    assert (record["video"]["codec"], record["video"]["width"], record["frames"]["sampled"]) == ("h264", 128, 8)
+    assert record["score"] == reference["score"] and record["warnings"] == reference["warnings"] == []
+
+
+def _hdr_code_values(rgb: np.ndarray, trc: int) -> np.ndarray:
+    """SDR frames (BT.1886: light = code ** 2.4) re-coded as PQ or HLG 16-bit R'G'B', their
+    white at HDR reference white (203 cd/m2; HLG's 75% signal): how an HDR master carries them."""
+    light = (rgb / 255.0) ** 2.4
+    if trc == 16:
+        m1, m2, c1, c2, c3 = 2610 / 16384, 2523 / 4096 * 128, 3424 / 4096, 2413 / 4096 * 32, 2392 / 4096 * 32
+        y = np.power(light * 203 / 10000, m1)
+        code = np.power((c1 + c2 * y) / (1 + c3 * y), m2)
+    else:
+        a, b, c = 0.17883277, 0.28466892, 0.55991073
+        scene = np.power(light, 1 / 1.2) * ((np.exp((0.75 - c) / a) + b) / 12)
+        code = np.where(scene <= 1 / 12, np.sqrt(3 * scene), a * np.log(np.maximum(12 * scene - b, 1e-12)) + c)
+    return np.round(np.clip(code, 0, 1) * 65535).astype(np.uint16)
+
+
+@pytest.mark.parametrize("trc", [16, 18], ids=["pq", "hlg"])
+def test_hdr_video_is_judged_as_its_sdr_picture(tmp_path, trc):
+    # A phone's HLG clip or an HDR10 (PQ) master, read as SDR, is dim and flat: PQ scored 81.9
+    # and HLG 81.1 where the SDR original scores 78.1. Tone-mapped, as a player shows them, 78.4
+    # and 77.9.
+    with av.open(str(Path(__file__).resolve().parent.parent / "sample_videos" / "noisy_astronaut.mp4")) as c:
+        sdr = np.stack([f.to_ndarray(format="rgb24") for f, _ in zip(c.decode(video=0), range(12))])
+    x265 = {"crf": "18", "preset": "ultrafast", "x265-params": "log-level=error"}
+    paths = {"hdr": tmp_path / "hdr.mp4", "sdr": tmp_path / "sdr.mp4"}
+    with av.open(str(paths["hdr"]), "w") as c:
+        stream = c.add_stream("libx265", rate=25, options=x265)
+        stream.width, stream.height, stream.pix_fmt = sdr.shape[2], sdr.shape[1], "yuv420p10le"
+        stream.codec_context.color_trc, stream.codec_context.color_primaries = trc, 9
+        stream.codec_context.colorspace = 9
+        for rgb in sdr:
+            frame = av.VideoFrame.from_ndarray(_hdr_code_values(rgb, trc), format="rgb48le")
+            frame = frame.reformat(format="yuv420p10le", dst_colorspace=9)
+            frame.color_trc, frame.color_primaries, frame.colorspace = trc, 9, 9
+            c.mux(stream.encode(frame))
+        c.mux(stream.encode())
+    write_clip(paths["sdr"], sdr, codec="libx265", pix_fmt="yuv420p10le", options=x265)
+    with av.open(str(paths["hdr"])) as c:
+        assert next(c.decode(video=0)).color_trc == trc
+    with Scorer(workers=0, threads=1, frames=8) as s:
+        hdr, ref = (s.score(str(p)).to_dict() for p in paths.values())
+    assert hdr["status"] == "ok", hdr["error"]
+    assert hdr["score"] == pytest.approx(ref["score"], abs=2.0), (hdr["score"], ref["score"])
+    assert [d["type"] for d in hdr["defects"]] == [d["type"] for d in ref["defects"]]

@@ -26,7 +26,7 @@ from typing import ClassVar
 import cv2
 import numpy as np
 
-from vqa.decode.base import VIDEO_FORMATS, VideoReader, check_frame_size
+from vqa.decode.base import MAX_ASPECT_RATIO, VIDEO_FORMATS, VideoReader, check_frame_size
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -56,6 +56,7 @@ class OpenCVReader(VideoReader):
     SEEKS_AHEAD: ClassVar[bool] = False
 
     _cap: cv2.VideoCapture | None = None
+    _shown: tuple[int, int] | None = None  # (width, height) frames are resized to: square pixels
 
     def _source(self) -> str:
         """The name OpenCV's FFmpeg opens: /proc/self/fd/N of the checked descriptor, or an
@@ -120,9 +121,23 @@ class OpenCVReader(VideoReader):
         # OpenCV reports the clockwise turn; the record gives ffprobe's counter-clockwise one.
         rotation = -int(get(cv2.CAP_PROP_ORIENTATION_META)) % 360 if hasattr(
             cv2, "CAP_PROP_ORIENTATION_META") else 0
+        width, height = int(get(cv2.CAP_PROP_FRAME_WIDTH)), int(get(cv2.CAP_PROP_FRAME_HEIGHT))
+        num, den = get(cv2.CAP_PROP_SAR_NUM), get(cv2.CAP_PROP_SAR_DEN)
+        sar = num / den if num > 0 and den > 0 else 1.0
+        # Anamorphic pixels (DVD, HDV) are made square, as the PyAV reader does: the stored
+        # width is stretched, which auto-orientation has made the height of a quarter turn.
+        self._shown = None
+        if sar != 1.0 and 0.25 <= sar <= 4.0:
+            if rotation % 180 == 0:
+                shown = (max(1, round(width * sar)), height)
+            else:
+                shown = (width, max(1, round(height * sar)))
+            if shown[0] * shown[1] <= self.max_pixels and max(shown) <= MAX_ASPECT_RATIO * min(shown):
+                self._shown = shown
+                width, height = shown
         return VideoInfo(
             # Already as displayed: OpenCV swaps them when auto-orientation turns the frames.
-            width=int(get(cv2.CAP_PROP_FRAME_WIDTH)), height=int(get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            width=width, height=height,
             fps=fps, duration_s=frame_count / fps if fps else 0.0, frame_count=frame_count,
             codec=_fourcc(get(cv2.CAP_PROP_FOURCC)), rotation=rotation,
             pixel_format=_fourcc(get(cv2.CAP_PROP_CODEC_PIXEL_FORMAT)),
@@ -137,9 +152,10 @@ class OpenCVReader(VideoReader):
         ok, bgr = self._cap.retrieve()
         if not ok or bgr is None:
             return None
-        if bgr.ndim == 2:
-            return cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB)
-        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB if bgr.ndim == 2 else cv2.COLOR_BGR2RGB)
+        if self._shown is not None and (rgb.shape[1], rgb.shape[0]) != self._shown:
+            rgb = cv2.resize(rgb, self._shown, interpolation=cv2.INTER_LINEAR)
+        return rgb
 
     def _seek(self, t_s: float) -> None:
         self._cap.release()

@@ -26,8 +26,10 @@ import av
 import numpy as np
 from av.video.reformatter import VideoReformatter
 
-from vqa.decode.base import (PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS, VideoReader,
-                             check_frame_size)
+from vqa.decode.base import (MAX_ASPECT_RATIO, PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS,
+                             VideoReader, check_frame_size)
+from vqa.decode.fields import deinterlace
+from vqa.decode.hdr import HDR_TRANSFERS, to_sdr
 from vqa.errors import InputError
 from vqa.types import VideoInfo
 
@@ -91,8 +93,16 @@ def video_streams(container: av.container.InputContainer) -> list:
 
 
 def _video_stream(container: av.container.InputContainer):
-    """The first real video stream (``video_streams``); IndexError when there is none."""
-    return video_streams(container)[0]
+    """The video stream a player plays (``video_streams``); IndexError when there is none.
+    Of several, FFmpeg's choice (av_find_best_stream: the default one, then one of more than
+    one frame, then the higher bitrate): a poster muxed as a one-frame track before the video
+    (Matroska cannot flag it an attached picture) is not it. One file, one choice, every open."""
+    streams = video_streams(container)
+    if len(streams) > 1:
+        best = container.streams.best("video")
+        if best is not None and best in streams:
+            return best
+    return streams[0]
 
 
 def _declared_duration(container: av.container.InputContainer) -> float:
@@ -101,8 +111,30 @@ def _declared_duration(container: av.container.InputContainer) -> float:
     if stream.duration:
         return float(stream.duration * (stream.time_base or Fraction(1, 1_000_000)))
     if container.duration:
-        return container.duration / av.time_base
+        declared = container.duration / av.time_base
+        if container.format.name.startswith("matroska") and stream.start_time and stream.start_time > 0:
+            # Matroska declares its segment's length from timestamp 0: a stream that starts
+            # later (cut with -copyts, recorded live) holds only what follows its start.
+            declared = max(0.0, declared - float(stream.start_time * (stream.time_base or 0)))
+        return declared
     return 0.0
+
+
+def _frames_shown(container: av.container.InputContainer, stream) -> int:
+    """The frames the stream declares, less those an MP4/MOV edit list hides: a clip trimmed
+    without re-encoding (``ffmpeg -ss 5 -c copy``) keeps the frames before the cut back to a
+    keyframe, for the decoder, flagged to be dropped (and FFmpeg leaves out those it does not
+    need). The hidden ones sit at the ends of the index: counted from there, not one by one."""
+    frames, entries = stream.frames, stream.index_entries
+    n = len(entries)
+    if not frames or not n or n > frames or not container.format.name.startswith("mov"):
+        return frames
+    first, last = 0, n - 1
+    while first < n and entries[first].is_discard:
+        first += 1
+    while last > first and entries[last].is_discard:
+        last -= 1
+    return last - first + 1 if first < n else frames
 
 
 class PyAVReader(VideoReader):
@@ -119,6 +151,7 @@ class PyAVReader(VideoReader):
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
     _drains = True  # False once a drain gave other frames than the packets promised
+    _sar: Fraction | None = None  # the pixels' shape, where they are not square
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
@@ -152,7 +185,7 @@ class PyAVReader(VideoReader):
         """Why FFmpeg would not open the file, told from its first bytes: the user reads what
         was found (an MP4 with no index, a playlist), not a list of what might have been."""
         try:
-            head = os.pread(self._file.fd, 16, 0)
+            head = os.pread(self._file.fd, 4096, 0)
         except (AttributeError, OSError):
             head = b""
         if head[4:8] in _MP4_FIRST_BOXES:
@@ -162,6 +195,13 @@ class PyAVReader(VideoReader):
             return "is an HLS playlist, which names other files: refused; score the video it names"
         if head.startswith(b"ffconcat"):
             return "is an ffconcat script, which names other files: refused; score the videos it names"
+        # An animated PNG names its animation (acTL) before its first picture data (IDAT); an
+        # animated WebP sets bit 1 of its VP8X flags.
+        actl, idat = head.find(b"acTL"), head.find(b"IDAT")
+        apng = head.startswith(b"\x89PNG") and actl >= 0 and (idat < 0 or actl < idat)
+        if apng or (head[8:16] == b"WEBPVP8X" and len(head) > 20 and head[20] & 0x02):
+            return ("is an animated image (APNG or animated WebP), which this reader does not take: "
+                    "convert it to a video (GIF is read)")
         if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"BM")) or head[8:12] == b"WEBP":
             return "is a still image, not a video"
         return f"is not a video container FFmpeg recognises and this reader accepts ({strerror})"
@@ -224,6 +264,8 @@ class PyAVReader(VideoReader):
         stream = self._stream = _video_stream(self._container)
         ctx = self._codec_context()
         check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
+        sar = stream.sample_aspect_ratio or ctx.sample_aspect_ratio
+        self._sar = sar if sar and sar != 1 and Fraction(1, 4) <= sar <= 4 else None
         # Every frame the decoder allocates is held to the cap, also one that grows mid-stream.
         ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
         # Explicit, so parallel workers each decode on `threads` cores instead of all of them.
@@ -249,11 +291,12 @@ class PyAVReader(VideoReader):
         # FFmpeg's own autorotate takes it.
         rotation = first.rotation
         self._rot_k = round(rotation / 90) % 4 if -360 <= rotation <= 360 else 0
-        width, height = first.width, first.height
+        width, height = self._shown_width(first.width, first.height), first.height
         if self._rot_k % 2:
             width, height = height, width
         duration = _declared_duration(self._container)
-        frame_count, declared = stream.frames or round(duration * self._fps), stream.frames > 0
+        shown = _frames_shown(self._container, stream)
+        frame_count, declared = shown or round(duration * self._fps), shown > 0
         measured = self._measured_length(duration)
         if measured is not None:
             duration, frame_count, declared = measured
@@ -270,7 +313,12 @@ class PyAVReader(VideoReader):
         m = self._measurement
         if m is None:
             return None
-        end_s, counted, eof, estimate_s, read = m
+        end_s, counted, eof, estimate_s, read, origin_s = m
+        # The measure's times count from the start its headers-only open knew (none, for a
+        # Matroska stream starting late): count them from the stream's start instead.
+        shift = float(self._start_pts * self._time_base) - origin_s
+        if end_s is not None and shift:
+            end_s, estimate_s = end_s - shift, estimate_s - shift
         if end_s is None:  # no timestamps at all (raw streams): the frame rate's clock
             if not (self._fps and read):
                 return None
@@ -300,7 +348,8 @@ class PyAVReader(VideoReader):
         """Demux (never decode) the video packets of ``container`` from near the declared end,
         or from the start, for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s or None
         without timestamps, packets counted from the start or None, whether the stream ended,
-        end estimated from the file size, packets read); None when nothing could be read."""
+        end estimated from the file size, packets read, the start the times count from);
+        None when nothing could be read."""
         try:
             stream = _video_stream(container)
             time_base = stream.time_base or Fraction(1, 1_000_000)
@@ -314,7 +363,7 @@ class PyAVReader(VideoReader):
                 except av.error.FFmpegError:
                     pass  # cannot seek (raw streams): count from the start
             count = size = 0
-            end_s = first_pos = last_pos = first_s = None
+            end_s = first_pos = last_pos = first_s = last_t = None
             eof = True
             for packet in container.demux(stream):
                 if packet.size == 0 and packet.pts is None and packet.dts is None:
@@ -324,11 +373,14 @@ class PyAVReader(VideoReader):
                 t = packet.pts if packet.pts is not None else packet.dts
                 if t is not None:
                     t_s = float((t - start_pts) * time_base)
-                    if packet.duration:
-                        t_s += float(packet.duration * time_base)
-                    end_s = t_s if end_s is None else max(end_s, t_s)
                     if first_s is None:
                         first_s = t_s
+                    # The latest frame shown ends the stream, after its own duration. Not the
+                    # latest pts + duration: durations are decode-time steps, and with B-frames
+                    # the step over a gap belongs to a frame shown after it (counted twice).
+                    if last_t is None or t_s >= last_t:
+                        last_t = t_s
+                        end_s = t_s + (float(packet.duration * time_base) if packet.duration else 0.0)
                 if packet.pos is not None and packet.pos >= 0:
                     first_pos = packet.pos if first_pos is None else first_pos
                     last_pos = packet.pos
@@ -348,7 +400,8 @@ class PyAVReader(VideoReader):
                 estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
         elif end_s is None:
             estimate_s = 1.0
-        return end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0
+        return (end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0,
+                float(start_pts * time_base))
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
@@ -367,6 +420,7 @@ class PyAVReader(VideoReader):
         self._prev_pts_s: float | None = None
         self._eof = False
         self._consecutive_errors = 0
+        self._packets_in = 0  # packets given to the decoder since it started afresh
 
     def _next_av_frame(self) -> av.VideoFrame | None:
         if self._ready:
@@ -399,6 +453,7 @@ class PyAVReader(VideoReader):
                 self._count_error()
                 continue
             self._skip_if_before_run(packet)
+            self._packets_in += packet.size > 0
             try:
                 frames = self._decode_packet(packet)
             except MemoryError:
@@ -585,10 +640,32 @@ class PyAVReader(VideoReader):
         # (RLIMIT_AS) with 15 threads a task, and every frame failed with EAGAIN.
         if self._reformatter is None:
             self._reformatter = VideoReformatter()
-        rgb = self._reformatter.reformat(self._frame, format="rgb24", threads=1).to_ndarray()
+        width = self._shown_width(self._frame.width, self._frame.height)
+        trc = self._frame.color_trc
+        # HDR (PQ, HLG): 16-bit code values, tone-mapped to SDR (vqa.decode.hdr).
+        out = "rgb48le" if trc in HDR_TRANSFERS else "rgb24"
+        if width == self._frame.width:
+            rgb = self._reformatter.reformat(self._frame, format=out, threads=1).to_ndarray()
+        else:  # anamorphic: resampled to square pixels in the same pass
+            rgb = self._reformatter.reformat(self._frame, width=width, format=out, threads=1).to_ndarray()
+        if trc in HDR_TRANSFERS:
+            rgb = to_sdr(rgb, trc)
+        if self._frame.interlaced_frame:  # two fields, two instants: as a player shows them
+            rgb = deinterlace(rgb)
         if self._rot_k:
             rgb = np.rot90(rgb, self._rot_k)
         return np.ascontiguousarray(rgb)
+
+    def _shown_width(self, width: int, height: int) -> int:
+        """A frame's width as a player shows it: anamorphic pixels (DVD, HDV: a sample aspect
+        ratio other than 1) are resampled to square ones, as ``ffmpeg -vf scale=iw*sar:ih``
+        does, within the pixel cap and the aspect ratio cap. 1440x1080 HDV with 4:3 pixels is
+        judged at 1920x1080."""
+        if self._sar is None:
+            return width
+        shown = max(1, round(width * self._sar))
+        fits = shown * height <= self.max_pixels and max(shown, height) <= MAX_ASPECT_RATIO * min(shown, height)
+        return shown if fits else width
 
     def _keyframe_before_s(self, t_s: float) -> float | None:
         """Time of the last keyframe at or before t_s per the demuxer's index, when it covers t_s."""
@@ -639,8 +716,11 @@ class PyAVReader(VideoReader):
             # Landing on nothing is the end of the stream, unless this reader has not decoded
             # a frame yet: a timestamp seek in a short MPEG-TS (no index) can land past its
             # data. Later on, a run past a truncated file's end must not decode it all again.
+            # Packets that decode to nothing are no end: an MPEG-TS seek lands on the packet
+            # nearest its time, not on a keyframe, and past the last keyframe none follows.
             late = frame is not None and self._pts_s(frame) > t_s + PTS_TOLERANCE_S
-            if target > 0 and (late or (frame is None and self.frames_decoded == 0)):
+            blind = frame is None and self._packets_in > 0
+            if target > 0 and (late or blind or (frame is None and self.frames_decoded == 0)):
                 target = max(0.0, target - SEEK_AHEAD_S * 2 ** attempt)
                 continue
             if frame is not None and attempt == 0:
