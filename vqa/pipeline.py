@@ -245,6 +245,15 @@ class Scorer:
             # stacklevel 1: a collection has no caller to point at (an unclosed file's is the same)
             warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
                           stacklevel=1, source=self)
+        except Warning:  # -W error: released all the same, then Python reports it ("Exception ignored in")
+            self._release_dropped()
+            raise
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be half torn down
+            pass
+        self._release_dropped()
+
+    def _release_dropped(self) -> None:
+        try:
             if on_engine_thread():  # collected on an engine's thread: it cannot join itself
                 threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
             else:
