@@ -6,16 +6,19 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import subprocess
 import sys
+import textwrap
 import threading
 import warnings
 
 import pytest
 from clips import textured_frames, write_clip
-from engine_helpers import mapped_segments, wait_until
+from engine_helpers import mapped_segments, private_mounts, wait_until
 
 from vqa import Scorer
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEADLINE_S = 30  # a few tiny clips; past this it is a hang
 
 
@@ -54,3 +57,56 @@ def test_a_dropped_scorer_is_released_when_warnings_are_errors(clip, workers, mo
     # and the warning, an error here, is reported as an unclosed file's is ("Exception ignored in")
     assert [type(e) for e in reported] == [ResourceWarning], reported
     assert "unclosed Scorer" in str(reported[0])
+
+
+# --- where the compiled model is cached ----------------------------------------------------
+
+def test_no_home_folder_means_no_cache_not_an_error(clip, monkeypatch):
+    # A container's arbitrary uid with HOME unset has no home in the password database either:
+    # Path.home() raised RuntimeError("Could not determine home directory.") out of Scorer().
+    import pwd
+
+    for name in ("HOME", "XDG_CACHE_HOME", "VQA_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with Scorer(workers=0, threads=1, frames=8) as scorer:
+        assert scorer.score(clip).status == "ok"
+
+
+READ_ONLY_CACHE = textwrap.dedent("""
+    import sys
+    from vqa import Scorer
+
+    with Scorer(workers=0, threads=1, frames=8) as scorer:
+        print(scorer.score(sys.argv[1]).status)
+""")
+
+
+def test_a_cache_that_cannot_be_used_is_passed_by(clip, tmp_path):
+    # A cache OpenVINO can neither read nor clean: a blob cut short on a read-only volume here;
+    # the same as a blob another user wrote (an image warmed as root, run as a service user).
+    # Scorer() raised OpenVINO's RuntimeError ("filesystem error: cannot remove: Read-only file
+    # system"); now the model is compiled without the cache.
+    prefix = private_mounts()
+    if prefix is None:
+        pytest.skip("cannot bind-mount here (needs root or unprivileged user namespaces)")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": ROOT, "VQA_CACHE_DIR": str(cache)}
+    script = tmp_path / "ro.py"
+    script.write_text(READ_ONLY_CACHE)
+    warm = subprocess.run([sys.executable, str(script), clip], capture_output=True, text=True, env=env,
+                          timeout=DEADLINE_S)
+    assert warm.stdout.split() == ["ok"], warm.stderr
+    blobs = list(cache.rglob("*.blob"))
+    assert blobs, "OpenVINO wrote no compiled model to the cache"
+    for blob in blobs:
+        blob.chmod(0o644)
+        os.truncate(blob, 1000)
+    read_only = f"mount --bind {cache} {cache} && mount -o remount,bind,ro {cache} {cache} && "
+    done = subprocess.run([*prefix, "sh", "-c", read_only + f"{sys.executable} {script} {clip}"],
+                          capture_output=True, text=True, env=env, timeout=DEADLINE_S)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-2000:]
