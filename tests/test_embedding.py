@@ -4,6 +4,7 @@ compiled-model cache it cannot use, still gets a Scorer."""
 from __future__ import annotations
 
 import gc
+import json
 import multiprocessing
 import os
 import subprocess
@@ -110,3 +111,48 @@ def test_a_cache_that_cannot_be_used_is_passed_by(clip, tmp_path):
     done = subprocess.run([*prefix, "sh", "-c", read_only + f"{sys.executable} {script} {clip}"],
                           capture_output=True, text=True, env=env, timeout=DEADLINE_S)
     assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-2000:]
+
+
+# --- a host started with its standard descriptors closed -----------------------------------
+
+CLOSED_STD = textwrap.dedent("""
+    import json, os, sys, time
+    from vqa import Scorer
+
+    def where(pid, fd):
+        try:
+            return os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            return None
+
+    if __name__ == "__main__":
+        clip, report = sys.argv[1], sys.argv[2]
+        with Scorer(workers=1, threads=1, frames="all") as scorer:
+            alone = scorer.score(clip).score
+            future = scorer.submit(clip)
+            time.sleep(0.05)
+            os.write(2, b"a warning from the host or a tool it runs\\n" * 30000)  # its first 1.3 MB of stderr
+            noisy = future.result().score
+            worker = scorer._pool.pids[0]
+            got = {"alone": alone, "noisy": noisy, "fds": [where(os.getpid(), fd) for fd in (0, 1, 2)],
+                   "worker_fds": [where(worker, fd) for fd in (0, 1, 2)]}
+        with open(report, "w") as f:
+            json.dump(got, f)
+""")
+
+
+def test_closed_standard_descriptors_never_become_the_ring(tmp_path):
+    # `python host.py <&- >&- 2>&-` (a daemon, a cron line): the ring's shared memory was opened
+    # at descriptors 1 and 2, in the host and in its workers, so the first bytes anything wrote to
+    # "stderr" landed in the frames being scored (a 1.3 MB write moved a score from 8.5 to 9.8).
+    clip = tmp_path / "long.mp4"
+    write_clip(clip, textured_frames(120, 240, 320, seed=7), fps=25)
+    script, report = tmp_path / "closed.py", tmp_path / "report.json"
+    script.write_text(CLOSED_STD)
+    done = subprocess.run(["sh", "-c", 'exec "$0" "$@" <&- >&- 2>&-', sys.executable, str(script), str(clip),
+                           str(report)], env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
+    assert done.returncode == 0 and report.exists(), done
+    got = json.loads(report.read_text())
+    assert got["fds"] == [os.devnull] * 3 and got["worker_fds"] == [os.devnull] * 3, got
+    assert got["noisy"] == got["alone"], got
+

@@ -25,7 +25,7 @@ from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
-from .lifecycle import Owner, on_engine_thread, refuse_on_engine_thread
+from .lifecycle import Owner, keep_standard_descriptors, on_engine_thread, refuse_on_engine_thread
 from .inputs import path_arg
 from .model import load_model_spec
 from .types import VideoScore
@@ -86,6 +86,7 @@ class Scorer:
         self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
         resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
+        keep_standard_descriptors()  # before the first file, pipe or ring: none may land at 0, 1 or 2
         self.options, self.resolved = options, resolved
         self.workers, self.threads = resolved.workers, resolved.threads
         self.spec = load_model_spec(options.model_dir)

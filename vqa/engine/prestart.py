@@ -32,6 +32,9 @@ def start() -> None:
         return
     import multiprocessing as mp
 
+    from ..lifecycle import keep_standard_descriptors
+
+    keep_standard_descriptors()  # its pipe must not land at 0, 1 or 2 (a command run with `2>&-`)
     ctx = mp.get_context("spawn")
     parent_end, child_end = ctx.Pipe()
     process = ctx.Process(target=_wait_for_settings, args=(child_end,), daemon=True, name=WORKER_NAME)
