@@ -156,3 +156,14 @@ def test_closed_standard_descriptors_never_become_the_ring(tmp_path):
     assert got["fds"] == [os.devnull] * 3 and got["worker_fds"] == [os.devnull] * 3, got
     assert got["noisy"] == got["alone"], got
 
+
+@pytest.mark.parametrize("closed", ["2>&-", ">&-", "<&- >&- 2>&-"])
+def test_the_command_with_closed_standard_streams(clip, tmp_path, closed):
+    # `vqa score ... -o FILE 2>&-` stopped on sys.stderr being None before scoring (exit 1, no
+    # output); `>&-` wrote every record, then stopped on sys.stdout at the exit (exit 1).
+    out = tmp_path / "r.jsonl"
+    command = f'exec "$0" -m vqa.cli score "$1" --workers 1 --frames 8 --format jsonl -o "$2" {closed}'
+    done = subprocess.run(["sh", "-c", command, sys.executable, clip, str(out)], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
+    assert done.returncode == 0, done
+    assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["ok"]
