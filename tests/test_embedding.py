@@ -18,6 +18,7 @@ from clips import textured_frames, write_clip
 from engine_helpers import mapped_segments, private_mounts, wait_until
 
 from vqa import Scorer
+from vqa.job import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEADLINE_S = 30  # a few tiny clips; past this it is a hang
@@ -167,3 +168,41 @@ def test_the_command_with_closed_standard_streams(clip, tmp_path, closed):
                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
     assert done.returncode == 0, done
     assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["ok"]
+
+
+# --- stopping a stream ---------------------------------------------------------------------
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("stream", ["score_many", "run_job"])
+def test_an_exception_while_a_stream_waits_cancels_the_video_it_waits_for(clip, tmp_path, stream):
+    # Ctrl-C (here: a signal handler raising) while score_many or run_job waited for a record:
+    # that video had left the queue of futures they cancel, so it ran to its end (3.1 s more of the
+    # only worker for a 600-frame clip; the next score() waited behind it).
+    import signal
+
+    big = tmp_path / "big.mp4"
+    write_clip(big, textured_frames(600, 240, 320, seed=9), fps=25)
+    with Scorer(workers=1, threads=1, frames="all") as scorer:
+        futures = []
+        submit = scorer.submit
+        scorer.submit = lambda *a, **k: futures.append(submit(*a, **k)) or futures[-1]  # type: ignore[method-assign]
+
+        def stop(*_):
+            raise _Stop
+
+        previous = signal.signal(signal.SIGALRM, stop)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(_Stop):
+                paths = [str(big), clip]
+                for _ in scorer.score_many(paths) if stream == "score_many" else run_job(scorer, paths):
+                    pass
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert len(futures) == 2 and all(f.cancelled() for f in futures), futures
+        del scorer.submit
+        assert scorer.score(clip).status == "ok"

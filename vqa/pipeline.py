@@ -192,9 +192,9 @@ class Scorer:
                     errors.append(e)
                     break
                 if len(ahead) >= lookahead:
-                    yield ahead.popleft().result()
+                    yield _next_record(ahead)
             while ahead:
-                yield ahead.popleft().result()
+                yield _next_record(ahead)
             if errors:
                 raise errors[0]
         finally:
@@ -287,6 +287,14 @@ def _forget_defaults_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_defaults_in_child)
+
+
+def _next_record(ahead: deque[Future]) -> VideoScore:
+    """The first future's record, taken off only once it is there: Ctrl-C (or any exception)
+    while waiting for it leaves it in ``ahead``, where score_many cancels it with the rest."""
+    record = ahead[0].result()
+    ahead.popleft()
+    return record
 
 
 def _until_error(paths: Iterator, errors: list[Exception]) -> Iterator:
