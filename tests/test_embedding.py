@@ -206,3 +206,23 @@ def test_an_exception_while_a_stream_waits_cancels_the_video_it_waits_for(clip, 
         assert len(futures) == 2 and all(f.cancelled() for f in futures), futures
         del scorer.submit
         assert scorer.score(clip).status == "ok"
+
+
+# --- relative paths --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_relative_path_is_the_callers_current_folders(tmp_path, monkeypatch, workers):
+    # Decode workers keep the folder the Scorer was made in. After the host moved to another
+    # folder, score("clip.mp4") scored the first folder's clip.mp4 (2.4 for 8.7), named as the
+    # second's: a wrong record, silently. workers=0 followed the caller, as it should.
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    write_clip(first / "clip.mp4", textured_frames(12, 96, 128, seed=1), fps=25)
+    write_clip(second / "clip.mp4", textured_frames(12, 144, 176, seed=2), fps=25)
+    monkeypatch.chdir(first)
+    with Scorer(workers=workers, threads=1, frames=8) as scorer:
+        assert scorer.score("clip.mp4").video.width == 128
+        monkeypatch.chdir(second)
+        records = [scorer.score("clip.mp4"), *scorer.score_many(["clip.mp4"]), scorer.submit("clip.mp4").result()]
+    assert [(r.status, r.path, r.video.width) for r in records] == [("ok", "clip.mp4", 176)] * 3

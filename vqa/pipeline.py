@@ -26,7 +26,7 @@ from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
 from .lifecycle import Owner, keep_standard_descriptors, on_engine_thread, refuse_on_engine_thread
-from .inputs import path_arg
+from .inputs import path_arg, resolved_here
 from .model import load_model_spec
 from .types import VideoScore
 
@@ -131,6 +131,9 @@ class Scorer:
         cores busiest when many videos are in flight."""
         self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
         path = path_arg(path)
+        # Relative to the caller's current folder now, not the one the workers were started in;
+        # the record keeps the path as given.
+        opened = resolved_here(path)
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Scorer is closed")
@@ -139,7 +142,7 @@ class Scorer:
                 self._engine = None
             if self._engine is None:  # start afresh; one that failed to start is tried again here
                 self._engine = self._new_engine(self.inferencer)
-            return self._engine.submit(path, split)  # quick: a queue put and a wake-up
+            return self._engine.submit(opened, split, shown=path)  # quick: a queue put and a wake-up
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record

@@ -92,12 +92,12 @@ class LocalEngine(Engine):
         self._thread.start()
         register(self)
 
-    def submit(self, path: str, split: bool = False) -> Future:
+    def submit(self, path: str, split: bool = False, shown: str | None = None) -> Future:
         self._lifecycle.check()
         future: Future = VideoFuture()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
-        self._requests.put((path, future))
+        self._requests.put((path, future, path if shown is None else shown))
         return future
 
     def _run(self) -> None:
@@ -106,14 +106,15 @@ class LocalEngine(Engine):
             item = self._requests.get()
             if item is None:
                 return
-            path, future = item
+            path, future, shown = item
             if self._closed:
                 future.cancel()
                 continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer, self._spec))
+                record = self._new_record(shown)
+                future.set_result(score_here(record, path, self._options, self._inferencer, self._spec))
             except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
                 future.set_exception(e)
 
