@@ -226,3 +226,22 @@ def test_a_relative_path_is_the_callers_current_folders(tmp_path, monkeypatch, w
         monkeypatch.chdir(second)
         records = [scorer.score("clip.mp4"), *scorer.score_many(["clip.mp4"]), scorer.submit("clip.mp4").result()]
     assert [(r.status, r.path, r.video.width) for r in records] == [("ok", "clip.mp4", 176)] * 3
+
+
+# --- the record's codes ----------------------------------------------------------------------
+
+def test_codes_the_engine_makes_are_plain_strings(tmp_path):
+    # E_TIMEOUT, E_WORKER_CRASH, E_INTERNAL and E_MEMORY_LIMIT, made by this process's engine,
+    # were ErrorCode members in record.error and in to_dict(): yaml.safe_dump refused the record
+    # ("cannot represent an object"), and its pickle needed vqa to be read. The codes the
+    # workers sent (E_NOT_FOUND, ...) were plain strings already.
+    import pickle
+
+    clip = tmp_path / "mid.mp4"
+    write_clip(clip, textured_frames(30, 480, 640, seed=3), fps=25)
+    with Scorer(workers=1, threads=1, timeout_s=1e-4) as scorer:  # no probe meets it (tests/test_isolation.py)
+        record = scorer.score(str(clip))
+    assert record.error is not None and record.error["code"] == "E_TIMEOUT", record.error
+    out = record.to_dict()
+    assert type(record.error["code"]) is str and type(out["error"]["code"]) is str
+    assert b"ErrorCode" not in pickle.dumps(out)  # read anywhere, without vqa

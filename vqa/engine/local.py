@@ -49,12 +49,13 @@ def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inf
         _score_into(record, path, options, inferencer, spec)
         record.status = "ok"
     except VQAError as e:
-        record.error = {"code": e.code, "message": e.message}
+        record.error = {"code": str(e.code), "message": e.message}  # the bare code, not the enum member
     except MemoryError as e:  # the code a worker gives; here no limit applies, the machine ran out
-        record.error = {"code": ErrorCode.E_MEMORY_LIMIT, "message": f"out of memory on it: {type(e).__name__}"}
+        record.error = {"code": ErrorCode.E_MEMORY_LIMIT.value, "message": f"out of memory on it: {type(e).__name__}"}
     except Exception as e:  # a decoder or model fault on one file must not end the batch
-        record.error = ({"code": ErrorCode.E_MEMORY_LIMIT, "message": f"out of memory on it: {type(e).__name__}: {e}"}
-                        if out_of_memory(e) else {"code": ErrorCode.E_INTERNAL, "message": f"{type(e).__name__}: {e}"})
+        record.error = ({"code": ErrorCode.E_MEMORY_LIMIT.value,
+                         "message": f"out of memory on it: {type(e).__name__}: {e}"} if out_of_memory(e) else
+                        {"code": ErrorCode.E_INTERNAL.value, "message": f"{type(e).__name__}: {e}"})
     return record
 
 

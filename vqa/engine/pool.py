@@ -377,7 +377,7 @@ class PoolEngine(Engine):
 
     def _fail(self, video: _Video, code: str, message: str) -> None:
         self._cancel(video)
-        video.record.error = {"code": code, "message": message}
+        video.record.error = {"code": str(code), "message": message}  # the bare code, not the enum member
         self._answer(video)
 
     def _finish(self, video: _Video) -> None:
