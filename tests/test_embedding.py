@@ -245,3 +245,36 @@ def test_codes_the_engine_makes_are_plain_strings(tmp_path):
     out = record.to_dict()
     assert type(record.error["code"]) is str and type(out["error"]["code"]) is str
     assert b"ErrorCode" not in pickle.dumps(out)  # read anywhere, without vqa
+
+
+# --- the end of the program ----------------------------------------------------------------
+
+DAEMON_AT_EXIT = textwrap.dedent("""
+    import sys, threading
+    import vqa
+
+    if __name__ == "__main__":
+        clip, first = sys.argv[1], threading.Event()
+
+        def loop():  # a host's background thread, scoring until the program ends
+            while True:
+                vqa.score(clip, workers=0, threads=1, frames=8)
+                first.set()
+
+        threading.Thread(target=loop, daemon=True).start()
+        first.wait(30)
+        print("main returns", flush=True)
+""")
+
+
+def test_a_daemon_thread_scoring_as_the_program_ends_does_not_abort_it(clip, tmp_path):
+    # vqa's exit hook closed the default Scorer; the daemon thread's next vqa.score() made a new
+    # one, which nothing closed, and the process ended inside its model: "terminate called
+    # without an active exception", exit status 134 (3 runs of 3). Now it is refused there.
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON_AT_EXIT)
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(script), clip], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
+        assert done.returncode == 0 and "terminate called" not in done.stderr, (done.returncode, done.stderr[-1500:])
+        assert done.stdout.split() == ["main", "returns"]

@@ -84,6 +84,7 @@ class Scorer:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
         self._lifecycle = Owner("Scorer")
         self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
+        _refuse_when_exiting()
         resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
         keep_standard_descriptors()  # before the first file, pipe or ring: none may land at 0, 1 or 2
@@ -274,6 +275,18 @@ class Scorer:
 
 _defaults: dict[ScoreOptions, Scorer] = {}
 _defaults_lock = threading.Lock()
+_exiting = False  # vqa's exit hooks have run: no new Scorer on a daemon thread
+
+
+def _refuse_when_exiting() -> None:
+    """A Scorer made by a daemon thread once vqa's exit hooks have run is closed by nobody, and
+    the process ended while its model compiled or ran: C++ aborted it (exit status 134).
+    Refused instead, as the standard library's executors refuse new work then. The main thread
+    (another program's exit hook, run after vqa's) may still make one."""
+    if _exiting and threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("cannot make a vqa Scorer (or call vqa.score) in a daemon thread once the interpreter "
+                           "is exiting: score in the main thread or a non-daemon thread, or end the daemon "
+                           "thread's work before the program ends")
 
 
 def _new_record(model: dict, config: dict, path: str) -> VideoScore:
@@ -314,6 +327,7 @@ def default_scorer(**options) -> Scorer:
     the interpreter exits."""
     key = ScoreOptions(**options)  # an unknown option is a TypeError here
     with _defaults_lock:
+        _refuse_when_exiting()
         scorer = _defaults.get(key)
         if scorer is None or scorer._closed:
             scorer = _defaults[key] = Scorer(key)
@@ -322,7 +336,9 @@ def default_scorer(**options) -> Scorer:
 
 @atexit.register
 def _close_defaults() -> None:
-    with _defaults_lock:
+    global _exiting
+    with _defaults_lock:  # a default Scorer being made now is finished first, then closed here
+        _exiting = True
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
