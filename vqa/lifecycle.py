@@ -97,3 +97,23 @@ def keep_standard_descriptors() -> None:
             os.close(got)
             continue
         os.set_inheritable(fd, True)
+
+
+_exiting = False  # vqa's exit hooks have run
+
+
+def mark_exiting() -> None:
+    """Called by vqa's exit hook (vqa.pipeline), before it closes the default Scorers."""
+    global _exiting
+    _exiting = True
+
+
+def refuse_when_exiting() -> None:
+    """A Scorer made by a daemon thread once vqa's exit hooks have run is closed by nobody, and
+    the process ended while its model compiled or ran: C++ aborted it (exit status 134).
+    Refused instead, as the standard library's executors refuse new work then. The main thread
+    (another program's exit hook, run after vqa's) may still make one."""
+    if _exiting and threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("cannot make a vqa Scorer (or call vqa.score) in a daemon thread once the interpreter "
+                           "is exiting: score in the main thread or a non-daemon thread, or end the daemon "
+                           "thread's work before the program ends")

@@ -14,7 +14,7 @@ import itertools
 import os
 import threading
 import warnings
-from collections import deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -25,7 +25,8 @@ from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
-from .lifecycle import Owner, keep_standard_descriptors, on_engine_thread, refuse_on_engine_thread
+from .lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
+                        refuse_when_exiting)
 from .inputs import path_arg, resolved_here
 from .model import load_model_spec
 from .types import VideoScore
@@ -84,7 +85,7 @@ class Scorer:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
         self._lifecycle = Owner("Scorer")
         self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
-        _refuse_when_exiting()
+        refuse_when_exiting()
         resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
         keep_standard_descriptors()  # before the first file, pipe or ring: none may land at 0, 1 or 2
@@ -273,20 +274,13 @@ class Scorer:
         self.close()
 
 
-_defaults: dict[ScoreOptions, Scorer] = {}
+# vqa.score()'s Scorers, least recently used first: those of DEFAULTS_KEPT option sets are kept.
+# A program that varies its options per call (frames, timeout_s) made one per set, each with its
+# model and workers, for good: 20 sets held 21 processes and 2.9 GB.
+DEFAULTS_KEPT = 4
+_defaults: OrderedDict[ScoreOptions, Scorer] = OrderedDict()
+_in_use: Counter[ScoreOptions] = Counter()  # vqa.score() calls running on each: never retired then
 _defaults_lock = threading.Lock()
-_exiting = False  # vqa's exit hooks have run: no new Scorer on a daemon thread
-
-
-def _refuse_when_exiting() -> None:
-    """A Scorer made by a daemon thread once vqa's exit hooks have run is closed by nobody, and
-    the process ended while its model compiled or ran: C++ aborted it (exit status 134).
-    Refused instead, as the standard library's executors refuse new work then. The main thread
-    (another program's exit hook, run after vqa's) may still make one."""
-    if _exiting and threading.current_thread() is not threading.main_thread():
-        raise RuntimeError("cannot make a vqa Scorer (or call vqa.score) in a daemon thread once the interpreter "
-                           "is exiting: score in the main thread or a non-daemon thread, or end the daemon "
-                           "thread's work before the program ends")
 
 
 def _new_record(model: dict, config: dict, path: str) -> VideoScore:
@@ -298,6 +292,7 @@ def _forget_defaults_in_child() -> None:
     its own. The lock is new too: another thread may have held it at the fork."""
     global _defaults_lock
     _defaults.clear()
+    _in_use.clear()
     _defaults_lock = threading.Lock()
 
 
@@ -324,21 +319,28 @@ def _until_error(paths: Iterator, errors: list[Exception]) -> Iterator:
 def default_scorer(**options) -> Scorer:
     """The process-wide Scorer for ``options``: made on first use (model loaded, workers
     started), then shared by every later call with the same options, from any thread, until
-    the interpreter exits."""
-    key = ScoreOptions(**options)  # an unknown option is a TypeError here
+    the interpreter exits or it is retired (``score``)."""
+    return _take(ScoreOptions(**options), use=False)  # an unknown option is a TypeError here
+
+
+def _take(key: ScoreOptions, use: bool) -> Scorer:
     with _defaults_lock:
-        _refuse_when_exiting()
+        refuse_when_exiting()
         scorer = _defaults.get(key)
         if scorer is None or scorer._closed:
             scorer = _defaults[key] = Scorer(key)
-        return scorer
+        _defaults.move_to_end(key)
+        _in_use[key] += use
+        idle = [k for k in _defaults if not _in_use[k] and k != key][:max(0, len(_defaults) - DEFAULTS_KEPT)]
+        retired = [_defaults.pop(k) for k in idle]
+    for old in retired:  # outside the lock: close() joins its threads
+        if old._lifecycle.here:
+            old.close()
+    return scorer
 
 
-@atexit.register
 def _close_defaults() -> None:
-    global _exiting
     with _defaults_lock:  # a default Scorer being made now is finished first, then closed here
-        _exiting = True
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
@@ -346,8 +348,22 @@ def _close_defaults() -> None:
             scorer.close()
 
 
+@atexit.register
+def _at_exit() -> None:
+    mark_exiting()
+    _close_defaults()
+
+
 def score(path: PathArg, **options) -> VideoScore:
     """Score one video with the process-wide default Scorer for ``options`` (see
     ``default_scorer``): the first call loads the model and starts the workers, later calls
-    reuse them. Thread-safe. For control over its lifetime, make a ``Scorer`` of your own."""
-    return default_scorer(**options).score(path)
+    reuse them. Thread-safe. The Scorers of the ``DEFAULTS_KEPT`` option sets used last are
+    kept; an older one is closed when no call is using it. For control over its lifetime,
+    make a ``Scorer`` of your own."""
+    key = ScoreOptions(**options)
+    scorer = _take(key, use=True)
+    try:
+        return scorer.score(path)
+    finally:
+        with _defaults_lock:
+            _in_use[key] -= 1
