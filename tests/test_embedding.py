@@ -311,3 +311,34 @@ def test_vqa_score_keeps_the_scorers_of_a_few_option_sets(clip, monkeypatch):
         assert [s.options.frames for s in made if not s._closed] == [7, 8]
     finally:
         pipeline._close_defaults()
+
+
+# --- a host that wants SIGPIPE -------------------------------------------------------------
+
+SIGPIPE_DEFAULT = textwrap.dedent("""
+    import os, signal, sys, time
+    from vqa import Scorer
+
+    if __name__ == "__main__":
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as command-line tools do, for `| head`
+        clip, long = sys.argv[1], sys.argv[2]
+        with Scorer(workers=1, threads=1, frames="all") as scorer:
+            for pause in (0.1, 0.2, 0.3):  # the worker dies with batches in inference
+                future = scorer.submit(long)
+                time.sleep(pause)
+                os.kill(scorer._pool.pids[0], signal.SIGKILL)
+                future.result()
+            print(scorer.score(clip).status, flush=True)
+""")
+
+
+def test_a_host_with_default_sigpipe_survives_a_worker_dying(clip, tmp_path):
+    # The parent handed the dead worker's slot back down its broken pipe: SIGPIPE, at its
+    # default, ended the host at once and silently (exit status 141, 5 runs of 5, the first kill).
+    long = tmp_path / "long.mp4"
+    write_clip(long, textured_frames(120, 240, 320, seed=7), fps=25)
+    script = tmp_path / "sigpipe.py"
+    script.write_text(SIGPIPE_DEFAULT)
+    done = subprocess.run([sys.executable, str(script), clip, str(long)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], (done.returncode, done.stderr[-1500:])
