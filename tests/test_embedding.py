@@ -342,3 +342,40 @@ def test_a_host_with_default_sigpipe_survives_a_worker_dying(clip, tmp_path):
     done = subprocess.run([sys.executable, str(script), clip, str(long)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2)
     assert done.returncode == 0 and done.stdout.split() == ["ok"], (done.returncode, done.stderr[-1500:])
+
+
+# --- a host that handles Ctrl-C itself -----------------------------------------------------
+
+GRACEFUL = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from vqa import Scorer
+
+    if __name__ == "__main__":
+        heard = []
+        signal.signal(signal.SIGINT, lambda *_: heard.append(1))  # finish what is in hand
+        with Scorer(workers=1, threads=1, frames="all") as scorer:
+            before = list(scorer._pool.pids)
+            future = scorer.submit(sys.argv[1])
+
+            def ctrl_c_twice():  # at the terminal: the whole process group hears it
+                for pause in (0.3, 0.6):
+                    time.sleep(pause)
+                    os.killpg(os.getpgid(0), signal.SIGINT)
+
+            threading.Thread(target=ctrl_c_twice).start()
+            record = future.result()
+            print(record.status, record.error and record.error["code"], len(heard), scorer._pool.pids == before)
+""")
+
+
+def test_ctrl_c_handled_by_the_host_leaves_the_workers_alone(tmp_path):
+    # Each Ctrl-C also stopped the decode workers: the video in hand was retried, and at the
+    # second it got E_WORKER_CRASH ("the decode worker died twice on it (exit code 0)").
+    long = tmp_path / "long.mp4"
+    write_clip(long, textured_frames(400, 240, 320, seed=9), fps=25)
+    script = tmp_path / "graceful.py"
+    script.write_text(GRACEFUL)
+    done = subprocess.run([sys.executable, str(script), str(long)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=DEADLINE_S * 2, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.split() == ["ok", "None", "2", "True"], done.stdout + done.stderr[-1500:]

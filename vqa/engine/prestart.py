@@ -77,8 +77,9 @@ def _wait_for_settings(conn) -> None:
     """The bare worker: import what every worker needs, then run as the worker the settings
     describe (vqa.engine.worker.worker_main); the parent gone or ``None`` ends it."""
     try:
-        from .worker import preload, worker_main
+        from .worker import ignore_ctrl_c, preload, worker_main
 
+        ignore_ctrl_c()
         preload()
         settings = conn.recv()
     except (EOFError, OSError, KeyboardInterrupt):
