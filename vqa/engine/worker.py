@@ -249,7 +249,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
             if error is not None:  # sent outside the handler: the traceback's memory is free again
                 link.send(Failed(task.task_id, *error))
     except (_Stop, ConnectionError, EOFError, KeyboardInterrupt):
-        pass  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
+        pass  # stopped, or parent gone (a KeyboardInterrupt only from a SIGINT sent before ignore_ctrl_c)
     finally:
         ring.close()
         conn.close()
