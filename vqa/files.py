@@ -67,6 +67,10 @@ class OpenedFile:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+def is_url(path: str) -> bool:
+    return _URL.match(path) is not None
+
+
 def bad_path(path: str) -> InputError | None:
     """E_BAD_PATH for a path no file can have (a NUL byte), told before any system call."""
     if "\0" in path:
@@ -77,7 +81,7 @@ def bad_path(path: str) -> InputError | None:
 def missing(path: str) -> InputError:
     """The error for a path that leads to nothing: a URL is told that URLs are not inputs
     (E_BAD_PATH), anything else E_NOT_FOUND. The one rule, whichever entry was used."""
-    if _URL.match(path):
+    if is_url(path):
         return InputError(f"{path} is a URL, and URLs are not inputs: download the file and score "
                           "the local copy", code="E_BAD_PATH")
     return InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND")

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from vqa.files import FoundPath, bad_path, inside, missing
+from vqa.files import FoundPath, bad_path, inside, is_url, missing
 
 # The names a folder walk takes: the extensions of the containers and streams the decoders
 # read (vqa.decode.base.VIDEO_FORMATS), by FFmpeg demuxer. GIF is read when named or matched
@@ -46,6 +46,23 @@ def path_arg(path: object) -> str:
     if isinstance(path, (str, bytes, os.PathLike)):
         return os.fsdecode(path)
     raise TypeError(f"a video path must be a str, bytes or os.PathLike, not {type(path).__name__}")
+
+
+def resolved_here(path: str) -> str:
+    """``path`` joined to this process's current folder, now. Decode workers keep the folder
+    the Scorer was made in, so a relative path sent to them as it is would name a file there,
+    whatever folder the caller has moved to since. Not normalised: ``a/../b`` stays as the OS
+    resolves it, through links. Where the current folder was deleted, through this process's
+    /proc entry for it, which leads nowhere (E_NOT_FOUND), as the path itself does here."""
+    if os.path.isabs(path) or is_url(path):  # a URL is no file here or there: E_BAD_PATH as it is
+        return path
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = f"/proc/{os.getpid()}/cwd"
+    joined = os.path.join(here, path)
+    root = getattr(path, "root", None)  # a path found in a folder keeps the folder it must stay in
+    return FoundPath(joined, root) if root is not None else joined
 
 
 def is_video_file(name: str) -> bool:

@@ -116,13 +116,21 @@ def run_job(scorer: ScorerLike, inputs: Iterable[Input | str], *, store: JobStor
             ahead.append(start(item if isinstance(item, Input) else Input(item)))
             # The head goes out as soon as it can without waiting, or when the window is full.
             while ahead and (ahead[0][0] != SCORED or ahead[0][2][1].done() or len(ahead) >= lookahead):
-                yield finish(*ahead.popleft())
+                yield _taken(ahead, finish)
         while ahead:
-            yield finish(*ahead.popleft())
+            yield _taken(ahead, finish)
     finally:
         for kind, _item, value in ahead:  # stopped early (--fail-fast, Ctrl-C): stop their work
             if kind == SCORED:
                 value[1].cancel()
+
+
+def _taken(ahead: deque, finish) -> Outcome:
+    """The head's outcome, taken off only once it is there: Ctrl-C (or any exception) while its
+    video is awaited leaves it in ``ahead``, where run_job cancels it with the rest."""
+    outcome = finish(*ahead[0])
+    ahead.popleft()
+    return outcome
 
 
 def report_collision(report: str, written: list[str | None], inputs) -> str | None:

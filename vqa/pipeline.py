@@ -14,7 +14,7 @@ import itertools
 import os
 import threading
 import warnings
-from collections import deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -25,8 +25,9 @@ from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
-from .lifecycle import Owner, on_engine_thread, refuse_on_engine_thread
-from .inputs import path_arg
+from .lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
+                        refuse_when_exiting)
+from .inputs import path_arg, resolved_here
 from .model import load_model_spec
 from .types import VideoScore
 
@@ -84,8 +85,10 @@ class Scorer:
             raise TypeError(f"pass a ScoreOptions or keyword options, not both ({', '.join(kwargs)})")
         self._lifecycle = Owner("Scorer")
         self._closed = True  # until built: a half-made Scorer is never "unclosed" (__del__)
+        refuse_when_exiting()
         resolved = options.resolve(cores)  # refused here, before any worker or model
         guard_spawned_import()  # inside a decode worker this is the user's unguarded script
+        keep_standard_descriptors()  # before the first file, pipe or ring: none may land at 0, 1 or 2
         self.options, self.resolved = options, resolved
         self.workers, self.threads = resolved.workers, resolved.threads
         self.spec = load_model_spec(options.model_dir)
@@ -130,6 +133,9 @@ class Scorer:
         cores busiest when many videos are in flight."""
         self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
         path = path_arg(path)
+        # Relative to the caller's current folder now, not the one the workers were started in;
+        # the record keeps the path as given.
+        opened = resolved_here(path)
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Scorer is closed")
@@ -138,7 +144,7 @@ class Scorer:
                 self._engine = None
             if self._engine is None:  # start afresh; one that failed to start is tried again here
                 self._engine = self._new_engine(self.inferencer)
-            return self._engine.submit(path, split)  # quick: a queue put and a wake-up
+            return self._engine.submit(opened, split, shown=path)  # quick: a queue put and a wake-up
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record
@@ -191,9 +197,9 @@ class Scorer:
                     errors.append(e)
                     break
                 if len(ahead) >= lookahead:
-                    yield ahead.popleft().result()
+                    yield _next_record(ahead)
             while ahead:
-                yield ahead.popleft().result()
+                yield _next_record(ahead)
             if errors:
                 raise errors[0]
         finally:
@@ -245,6 +251,15 @@ class Scorer:
             # stacklevel 1: a collection has no caller to point at (an unclosed file's is the same)
             warnings.warn(f"unclosed Scorer {self!r}: close() it or use it in a with block", ResourceWarning,
                           stacklevel=1, source=self)
+        except Warning:  # -W error: released all the same, then Python reports it ("Exception ignored in")
+            self._release_dropped()
+            raise
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be half torn down
+            pass
+        self._release_dropped()
+
+    def _release_dropped(self) -> None:
+        try:
             if on_engine_thread():  # collected on an engine's thread: it cannot join itself
                 threading.Thread(target=self.close, name="vqa-close", daemon=True).start()
             else:
@@ -259,7 +274,12 @@ class Scorer:
         self.close()
 
 
-_defaults: dict[ScoreOptions, Scorer] = {}
+# vqa.score()'s Scorers, least recently used first: those of DEFAULTS_KEPT option sets are kept.
+# A program that varies its options per call (frames, timeout_s) made one per set, each with its
+# model and workers, for good: 20 sets held 21 processes and 2.9 GB.
+DEFAULTS_KEPT = 4
+_defaults: OrderedDict[ScoreOptions, Scorer] = OrderedDict()
+_in_use: Counter[ScoreOptions] = Counter()  # vqa.score() calls running on each: never retired then
 _defaults_lock = threading.Lock()
 
 
@@ -272,11 +292,20 @@ def _forget_defaults_in_child() -> None:
     its own. The lock is new too: another thread may have held it at the fork."""
     global _defaults_lock
     _defaults.clear()
+    _in_use.clear()
     _defaults_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_defaults_in_child)
+
+
+def _next_record(ahead: deque[Future]) -> VideoScore:
+    """The first future's record, taken off only once it is there: Ctrl-C (or any exception)
+    while waiting for it leaves it in ``ahead``, where score_many cancels it with the rest."""
+    record = ahead[0].result()
+    ahead.popleft()
+    return record
 
 
 def _until_error(paths: Iterator, errors: list[Exception]) -> Iterator:
@@ -290,18 +319,28 @@ def _until_error(paths: Iterator, errors: list[Exception]) -> Iterator:
 def default_scorer(**options) -> Scorer:
     """The process-wide Scorer for ``options``: made on first use (model loaded, workers
     started), then shared by every later call with the same options, from any thread, until
-    the interpreter exits."""
-    key = ScoreOptions(**options)  # an unknown option is a TypeError here
+    the interpreter exits or it is retired (``score``)."""
+    return _take(ScoreOptions(**options), use=False)  # an unknown option is a TypeError here
+
+
+def _take(key: ScoreOptions, use: bool) -> Scorer:
     with _defaults_lock:
+        refuse_when_exiting()
         scorer = _defaults.get(key)
         if scorer is None or scorer._closed:
             scorer = _defaults[key] = Scorer(key)
-        return scorer
+        _defaults.move_to_end(key)
+        _in_use[key] += use
+        idle = [k for k in _defaults if not _in_use[k] and k != key][:max(0, len(_defaults) - DEFAULTS_KEPT)]
+        retired = [_defaults.pop(k) for k in idle]
+    for old in retired:  # outside the lock: close() joins its threads
+        if old._lifecycle.here:
+            old.close()
+    return scorer
 
 
-@atexit.register
 def _close_defaults() -> None:
-    with _defaults_lock:
+    with _defaults_lock:  # a default Scorer being made now is finished first, then closed here
         scorers = list(_defaults.values())
         _defaults.clear()
     for scorer in scorers:
@@ -309,8 +348,22 @@ def _close_defaults() -> None:
             scorer.close()
 
 
+@atexit.register
+def _at_exit() -> None:
+    mark_exiting()
+    _close_defaults()
+
+
 def score(path: PathArg, **options) -> VideoScore:
     """Score one video with the process-wide default Scorer for ``options`` (see
     ``default_scorer``): the first call loads the model and starts the workers, later calls
-    reuse them. Thread-safe. For control over its lifetime, make a ``Scorer`` of your own."""
-    return default_scorer(**options).score(path)
+    reuse them. Thread-safe. The Scorers of the ``DEFAULTS_KEPT`` option sets used last are
+    kept; an older one is closed when no call is using it. For control over its lifetime,
+    make a ``Scorer`` of your own."""
+    key = ScoreOptions(**options)
+    scorer = _take(key, use=True)
+    try:
+        return scorer.score(path)
+    finally:
+        with _defaults_lock:
+            _in_use[key] -= 1

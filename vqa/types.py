@@ -153,8 +153,10 @@ class VideoScore:
             "model": dict(self.model),
             "config": dict(self.config),
             "sampling": dict(self.sampling),
-            "error": self.error,
-            "warnings": list(self.warnings),
+            # Plain str: a code made as an ErrorCode member is its bare value here (YAML, pickles
+            # read without vqa, `type(code) is str`), and the record's own dict is not handed out.
+            "error": None if self.error is None else {k: str(v) for k, v in self.error.items()},
+            "warnings": [str(w) for w in self.warnings],
         }
         if self.timeline is not None:
             d["timeline"] = [dict(p) for p in self.timeline]

@@ -14,6 +14,7 @@ does to a video goes through the library, so a script can do the same without th
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Any
@@ -92,7 +93,34 @@ def _starts_a_worker(args: list[str]) -> bool:
     return True
 
 
+def _standard_streams() -> None:
+    """A command run with stdout or stderr closed (``vqa score ... >&- 2>&-`` in a cron line)
+    writes what would go there to /dev/null. Python leaves such a stream None, or (where the
+    descriptor was reused before it started, as by a pyenv shim) one that cannot be written,
+    and the command stopped on it with exit status 1, before scoring or after every record."""
+    from vqa.lifecycle import keep_standard_descriptors
+
+    keep_standard_descriptors()
+    for name in ("stdout", "stderr"):
+        if not _writable(getattr(sys, name)):
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - for the life of the process
+
+
+def _writable(stream) -> bool:
+    """False for None, or a stream whose descriptor is closed or open for reading only."""
+    if stream is None:
+        return False
+    try:
+        os.write(stream.fileno(), b"")  # EBADF: closed, or not open for writing
+    except io.UnsupportedOperation:  # no descriptor (an in-memory stream, a test's capture): as it is
+        return True
+    except (OSError, ValueError):  # ValueError: the stream itself is closed
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
+    _standard_streams()
     _spare_the_workers_this_script()
     if _starts_a_worker(sys.argv[1:] if argv is None else list(argv)):
         from vqa.engine import prestart  # imports nothing heavy

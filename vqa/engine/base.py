@@ -16,7 +16,8 @@ class Engine:
 
     broken: BaseException | None = None
 
-    def submit(self, path: str, split: bool = False) -> Future:
+    def submit(self, path: str, split: bool = False, shown: str | None = None) -> Future:
+        """``shown``: the path the record names, where ``path`` (the one opened) differs."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -49,12 +49,13 @@ def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inf
         _score_into(record, path, options, inferencer, spec)
         record.status = "ok"
     except VQAError as e:
-        record.error = {"code": e.code, "message": e.message}
+        record.error = {"code": str(e.code), "message": e.message}  # the bare code, not the enum member
     except MemoryError as e:  # the code a worker gives; here no limit applies, the machine ran out
-        record.error = {"code": ErrorCode.E_MEMORY_LIMIT, "message": f"out of memory on it: {type(e).__name__}"}
+        record.error = {"code": ErrorCode.E_MEMORY_LIMIT.value, "message": f"out of memory on it: {type(e).__name__}"}
     except Exception as e:  # a decoder or model fault on one file must not end the batch
-        record.error = ({"code": ErrorCode.E_MEMORY_LIMIT, "message": f"out of memory on it: {type(e).__name__}: {e}"}
-                        if out_of_memory(e) else {"code": ErrorCode.E_INTERNAL, "message": f"{type(e).__name__}: {e}"})
+        record.error = ({"code": ErrorCode.E_MEMORY_LIMIT.value,
+                         "message": f"out of memory on it: {type(e).__name__}: {e}"} if out_of_memory(e) else
+                        {"code": ErrorCode.E_INTERNAL.value, "message": f"{type(e).__name__}: {e}"})
     return record
 
 
@@ -92,12 +93,12 @@ class LocalEngine(Engine):
         self._thread.start()
         register(self)
 
-    def submit(self, path: str, split: bool = False) -> Future:
+    def submit(self, path: str, split: bool = False, shown: str | None = None) -> Future:
         self._lifecycle.check()
         future: Future = VideoFuture()
         if self._closed:
             raise RuntimeError("the Scorer is closed")
-        self._requests.put((path, future))
+        self._requests.put((path, future, path if shown is None else shown))
         return future
 
     def _run(self) -> None:
@@ -106,14 +107,15 @@ class LocalEngine(Engine):
             item = self._requests.get()
             if item is None:
                 return
-            path, future = item
+            path, future, shown = item
             if self._closed:
                 future.cancel()
                 continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(score_here(self._new_record(path), path, self._options, self._inferencer, self._spec))
+                record = self._new_record(shown)
+                future.set_result(score_here(record, path, self._options, self._inferencer, self._spec))
             except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
                 future.set_exception(e)
 

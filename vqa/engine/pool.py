@@ -125,7 +125,7 @@ class PoolEngine(Engine):
 
     # -- any thread ----------------------------------------------------------------------
 
-    def submit(self, path: str, split: bool = False) -> Future:
+    def submit(self, path: str, split: bool = False, shown: str | None = None) -> Future:
         self._lifecycle.check()
         future: Future = VideoFuture()
         with self._submit_lock:  # a request is either queued before the dispatcher's last look, or refused
@@ -134,7 +134,7 @@ class PoolEngine(Engine):
                     raise RuntimeError("the Scorer is closed")
                 future.set_exception(self.broken)
                 return future
-            self._requests.put(_Video(path, self._new_record(path), future,
+            self._requests.put(_Video(path, self._new_record(path if shown is None else shown), future,
                                       self.o.workers + self.o.nvdec_workers if split else 1))
         future.add_done_callback(self._on_done)
         self._wake()
@@ -377,7 +377,7 @@ class PoolEngine(Engine):
 
     def _fail(self, video: _Video, code: str, message: str) -> None:
         self._cancel(video)
-        video.record.error = {"code": code, "message": message}
+        video.record.error = {"code": str(code), "message": message}  # the bare code, not the enum member
         self._answer(video)
 
     def _finish(self, video: _Video) -> None:

@@ -32,6 +32,9 @@ def start() -> None:
         return
     import multiprocessing as mp
 
+    from ..lifecycle import keep_standard_descriptors
+
+    keep_standard_descriptors()  # its pipe must not land at 0, 1 or 2 (a command run with `2>&-`)
     ctx = mp.get_context("spawn")
     parent_end, child_end = ctx.Pipe()
     process = ctx.Process(target=_wait_for_settings, args=(child_end,), daemon=True, name=WORKER_NAME)
@@ -74,8 +77,9 @@ def _wait_for_settings(conn) -> None:
     """The bare worker: import what every worker needs, then run as the worker the settings
     describe (vqa.engine.worker.worker_main); the parent gone or ``None`` ends it."""
     try:
-        from .worker import preload, worker_main
+        from .worker import ignore_ctrl_c, preload, worker_main
 
+        ignore_ctrl_c()
         preload()
         settings = conn.recv()
     except (EOFError, OSError, KeyboardInterrupt):

@@ -50,6 +50,24 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _send(conn, msg) -> None:
+    """Send to a worker that may have died: the write fails (EPIPE), and nothing else happens.
+    A host that set SIGPIPE back to its default (as command-line tools do, for ``| head``) was
+    killed by the signal instead, silently, when a worker died with batches in inference."""
+    blocked = hasattr(signal, "pthread_sigmask") and hasattr(signal, "sigtimedwait")
+    if blocked:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        conn.send(msg)
+    except OSError:
+        pass
+    finally:
+        if blocked and signal.SIGPIPE not in old:
+            while signal.sigtimedwait([signal.SIGPIPE], 0) is not None:  # the one this write raised
+                pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _cwd_gone() -> str:
     """A hint when the reason is the current folder (spawn asks for it): deleted under us."""
     try:
@@ -141,10 +159,7 @@ class WorkerPool:
         waiting = prestart.take(self._ctx)  # one the command started as it started, if any
         if waiting is not None:
             w.process, parent_end = waiting
-            try:
-                parent_end.send(settings)
-            except OSError:  # it died meanwhile: get() notices and replaces it, as any boot failure
-                pass
+            _send(parent_end, settings)  # if it died meanwhile, get() notices and replaces it (a boot failure)
         else:
             parent_end, child_end = self._ctx.Pipe()
             process = self._ctx.Process(target=worker_main, args=(child_end, *settings), daemon=True,
@@ -208,10 +223,7 @@ class WorkerPool:
                 w.deadline_s = w.started_s + task.timeout_s if task.timeout_s else None
                 w.blocked_since_s, w.blocked_total_s = None, 0.0
                 self._note_blocked(w)
-                try:
-                    w.conn.send(("task", task))
-                except OSError:
-                    pass  # it died; get() notices, blames this task and replaces the worker
+                _send(w.conn, ("task", task))  # if it died, get() notices, blames this task and replaces it
 
     def _note_blocked(self, w: _Worker) -> None:
         """Stop the task's clock while the parent holds every slot of the worker's."""
@@ -230,10 +242,7 @@ class WorkerPool:
         self._parent_held.discard(slot)
         w = self._workers[slot // self._per]
         self._note_blocked(w)
-        try:
-            w.conn.send(("release", slot))
-        except OSError:
-            pass  # a dead worker's replacement starts with its free slots
+        _send(w.conn, ("release", slot))  # a dead worker's replacement starts with its free slots
 
     def restart_clock(self, task_id: int, timeout_s: float | None) -> None:
         """The task goes on under a new limit, counted from now: a ProbeDecodeTask past its
@@ -338,10 +347,7 @@ class WorkerPool:
         for w in started:
             if w.task_id is not None:  # busy: it would read the stop only after its task
                 w.process.kill()
-            try:
-                w.conn.send(None)
-            except OSError:
-                pass
+            _send(w.conn, None)
         for w in started:
             w.process.join(timeout=2.0)
             if w.process.is_alive():

@@ -330,7 +330,7 @@ class RayScorer:
 
     def _crash_record(self, path: str, node: str) -> VideoScore:
         return VideoScore(path=path, status="error", model=dict(self.model), config=dict(self.config),
-                          error={"code": ErrorCode.E_WORKER_CRASH,
+                          error={"code": ErrorCode.E_WORKER_CRASH.value,
                                  "message": f"the vqa actor scoring it died twice (last on node {node})"})
 
     @property

@@ -172,6 +172,17 @@ def guard_spawned_import() -> None:
         sys.exit(EXIT_UNGUARDED_SCRIPT)
 
 
+def ignore_ctrl_c() -> None:
+    """Ctrl-C at a terminal reaches the whole process group, workers too. Their parent decides
+    what it means: the command stops (and stops its workers), a host that handles SIGINT itself
+    may finish what is in hand. A worker that stopped on it cost its video a retry, and a second
+    Ctrl-C an E_WORKER_CRASH record for a good video. A worker's life is its parent's: its pipe,
+    its death (checked every PARENT_CHECK_S), or a kill."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _address_space_mb() -> int | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -203,6 +214,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
     ``beside``: an NVDEC worker beside CPU ones (``--nvdec-workers``): ``decoder`` decodes
     every video whatever its task names, and a video it hands back to FFmpeg gets no warning,
     so that the record is the one a CPU worker would have made."""
+    ignore_ctrl_c()
     import cv2  # the preprocess stage's; its own pool would take every core
 
     cv2.setNumThreads(opencv_threads)
@@ -237,7 +249,7 @@ def worker_main(conn, ring_spec: RingSpec, slots, memory_mb: int | None = None,
             if error is not None:  # sent outside the handler: the traceback's memory is free again
                 link.send(Failed(task.task_id, *error))
     except (_Stop, ConnectionError, EOFError, KeyboardInterrupt):
-        pass  # stopped, parent gone, or Ctrl-C (it reaches the whole group; the parent cleans up)
+        pass  # stopped, or parent gone (a KeyboardInterrupt only from a SIGINT sent before ignore_ctrl_c)
     finally:
         ring.close()
         conn.close()

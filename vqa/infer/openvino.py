@@ -50,11 +50,33 @@ ENV_CACHE_DIR = "VQA_CACHE_DIR"
 WAIT_POLL_S = 0.002  # wait(): how often the jobs in flight are counted
 
 
-def cache_dir() -> Path:
-    """Where compiled models are kept so the next start skips compilation."""
+def cache_dir() -> Path | None:
+    """Where compiled models are kept so the next start skips compilation; None where there is
+    no such place (no VQA_CACHE_DIR, XDG_CACHE_HOME nor HOME, and no home in the password
+    database: an arbitrary container uid)."""
     if os.environ.get(ENV_CACHE_DIR):
         return Path(os.environ[ENV_CACHE_DIR])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vqa"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "vqa"
+    try:
+        return Path.home() / ".cache" / "vqa"
+    except RuntimeError:  # "Could not determine home directory."
+        return None
+
+
+def _compile(xml: str, config: dict, cache: Path | None):
+    """The model compiled for the CPU, through the cache where it can be used: a read-only home,
+    or a cache this user can neither read nor clean (another user's, a read-only volume), is
+    passed by, and the model is compiled every time."""
+    if cache is not None:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            core = ov.Core()
+            core.set_property({"CACHE_DIR": str(cache)})
+            return core.compile_model(xml, "CPU", config)
+        except (OSError, RuntimeError):  # OpenVINO's file errors are RuntimeErrors
+            pass
+    return ov.Core().compile_model(xml, "CPU", config)
 
 
 class OpenVINOInferencer(Inferencer):
@@ -73,16 +95,12 @@ class OpenVINOInferencer(Inferencer):
         }
         if threads:  # the Scorer always passes its share of the cores (vqa.threads)
             config["INFERENCE_NUM_THREADS"] = int(threads)
-        core = ov.Core()
-        try:
-            # One folder per weights file: OpenVINO keys its cache on the model's path and
-            # size, so new weights of the same shape at the same path would load the old blob.
-            cache = cache_dir() / "openvino" / (spec.sha256[f"{key}_xml"][:8] + spec.sha256[f"{key}_bin"][:8])
-            cache.mkdir(parents=True, exist_ok=True)
-            core.set_property({"CACHE_DIR": str(cache)})
-        except OSError:
-            pass  # a read-only home: compile every time rather than fail
-        self._compiled = core.compile_model(str(xml), "CPU", config)
+        # One folder per weights file: OpenVINO keys its cache on the model's path and size,
+        # so new weights of the same shape at the same path would load the old blob.
+        cache = cache_dir()
+        if cache is not None:
+            cache = cache / "openvino" / (spec.sha256[f"{key}_xml"][:8] + spec.sha256[f"{key}_bin"][:8])
+        self._compiled = _compile(str(xml), config, cache)
         if precision == "bf16" and not _runs_bf16(self._compiled):
             # OpenVINO falls back to f32 where the CPU has no bfloat16 instructions: the
             # records would be fp32's under bf16's name.
