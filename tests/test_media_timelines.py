@@ -65,6 +65,19 @@ def test_a_gap_in_an_mp4_with_b_frames_is_counted_once(scorer, tmp_path):
     assert all(d["end_s"] <= 62.0 for d in record["defects"]), record["defects"]
 
 
+def test_a_plan_that_finds_fewer_frames_in_a_gap_says_so(scorer, tmp_path):
+    # The same 1 s, 60 s gap, 1 s: most of the plan's runs fall in the gap and find nothing.
+    # The stream does not end early (W_TRUNCATED); the record says why it rests on fewer frames.
+    path = tmp_path / "gap.mp4"
+    write_clip(path, textured_frames(50, 64, 96), pts_s=[i / 25 for i in range(25)] + [61 + i / 25 for i in range(25)])
+    record = scorer.score(str(path)).to_dict()
+    sampled, wanted = record["frames"]["sampled"], record["sampling"]["requested"]
+    assert record["status"] == "ok" and sampled < wanted, record
+    (warning,) = [w for w in record["warnings"] if w.startswith("W_VARIABLE_FPS")]
+    assert f"{sampled} of {wanted} planned frames" in warning
+    assert not [w for w in record["warnings"] if w.startswith("W_TRUNCATED")]
+
+
 def test_the_timeline_is_the_same_in_mp4_and_matroska(scorer, tmp_path):
     frames = _black_then_texture(12, 38)
     pts = [7 + i * float(Fraction(1, 25)) for i in range(len(frames))]

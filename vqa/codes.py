@@ -96,7 +96,8 @@ class WarningCode(_Code):
     W_ROTATED = ("W_ROTATED", "the file asks for rotation (the message gives it as `video.rotation` does: "
                  "counter-clockwise, as ffprobe); frames were turned upright, width and height are as displayed")
     W_VARIABLE_FPS = ("W_VARIABLE_FPS", "frame intervals vary; time ranges follow the timestamps, not the "
-                      "nominal rate")
+                      "nominal rate; where gaps left a sampled plan's runs short, the message says how many "
+                      "frames were found")
     W_SIZE_CHANGED = ("W_SIZE_CHANGED", "the frame size changed mid-stream (PyAV decoder); each frame is "
                       "scored at its own size")
     W_DECODER_FALLBACK = ("W_DECODER_FALLBACK", "`--decoder nvdec` did not decode this video (another codec "

@@ -49,6 +49,10 @@ def _warnings(record: VideoScore, plan, info, decode_errors: int, reader_warning
           and sampled < info.frame_count * (1 - TRUNCATED_SLACK) - 1):
         out.append(WarningCode.W_TRUNCATED.say(
             f"{sampled} of the {info.frame_count} frames the file declares were found"))
+    elif plan.mode != "all" and sampled < wanted:  # said: the score rests on fewer frames than planned
+        out.append(WarningCode.W_VARIABLE_FPS.say(
+            f"{sampled} of {wanted} planned frames were found: the timestamps leave stretches of the "
+            "timeline without frames (gaps, or a variable frame rate)"))
     if info.rotation:
         out.append(WarningCode.W_ROTATED.say(f"the file asks for a {info.rotation} degree counter-clockwise turn "
                                              "(ffprobe's rotation); frames were turned upright"))
