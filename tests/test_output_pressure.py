@@ -4,12 +4,21 @@ goes away, a damaged job store."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
 
 from click.testing import CliRunner
 from fakes import FakeScorer, touch
 
 from vqa import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
 
 
 def invoke(*args):
@@ -57,3 +66,30 @@ def test_the_output_folder_removed_mid_run_is_e_output_exit_3_and_resume_complet
     assert again.exit_code == 0, again.output
     assert sorted(paths_in(out)) == sorted(str(p) for p in folder.iterdir())  # each once
     assert "6 from the job store" in again.stderr  # none scored twice
+
+
+FAKE_COMMAND = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import vqa.cli
+    from fakes import FakeScorer
+    vqa.cli.score._make_scorer = FakeScorer
+    if __name__ == "__main__":
+        vqa.cli.main(sys.argv[1:])
+""")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
+def test_a_reader_that_went_away_is_exit_141_not_success(tmp_path, fmt):
+    folder = make_folder(tmp_path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first record: `vqa score DIR | true`
+    try:
+        proc = subprocess.run([sys.executable, "-c", FAKE_COMMAND.format(tests=TESTS), "score", str(folder),
+                               "--format", fmt], stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              timeout=60)
+    finally:
+        os.close(write)
+    # Before: exit 0 ("every video was scored") and not a word, with no record written.
+    assert proc.returncode == 141, proc.stderr
+    assert "reader went away, 0 of 6 videos" in proc.stderr and "Traceback" not in proc.stderr
