@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,8 @@ from click.testing import CliRunner
 from fakes import FakeScorer, touch
 
 from vqa import cli
+from vqa.errors import OutputError
+from vqa.jobstore import Identity, JobStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
@@ -93,3 +96,44 @@ def test_a_reader_that_went_away_is_exit_141_not_success(tmp_path, fmt):
     # Before: exit 0 ("every video was scored") and not a word, with no record written.
     assert proc.returncode == 141, proc.stderr
     assert "reader went away, 0 of 6 videos" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_damaged_job_store_is_refused_before_anything_is_scored(fake, tmp_path):
+    folder = make_folder(tmp_path, n=40)
+    out, db = tmp_path / "r.jsonl", tmp_path / "j.db"
+    assert invoke("score", folder, "--output", out, "--db", db, "--timeline").exit_code == 0
+    size = db.stat().st_size
+    assert size > 8 * 4096
+    with open(db, "r+b") as f:  # a bad sector, past the first pages
+        f.seek(size // 2)
+        f.write(b"\xff" * 4096)
+    FakeScorer.instances = []
+    again = invoke("score", folder, "--output", out, "--db", db, "--timeline")
+    # Before: E_INTERNAL ("a bug: please report it"), exit 3, at the same video on every run.
+    assert again.exit_code == 2, again.output
+    assert "E_INTERNAL" not in again.stderr and "malformed" in again.stderr
+    assert "delete it" in again.stderr and "\n" not in again.stderr.strip()
+    assert FakeScorer.instances == []  # refused before the model is loaded
+    assert len(paths_in(out)) == 40  # the last good output is left as it was
+    db.unlink()  # as the message says
+    third = invoke("score", folder, "--output", out, "--db", db, "--timeline")
+    assert third.exit_code == 0 and sorted(paths_in(out)) == sorted(str(p) for p in folder.iterdir())
+
+
+class _Damaged:
+    def execute(self, *args):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+
+def test_a_store_damaged_mid_run_is_e_output_naming_it(tmp_path):
+    store = JobStore(str(tmp_path / "j.db"))
+    real, store._db = store._db, _Damaged()
+    try:
+        identity = Identity(b"/v.mp4", 1, 1, "f")
+        with pytest.raises(OutputError, match="job store .*j.db.*malformed.*delete it"):
+            store.status(identity, "k")
+        with pytest.raises(OutputError, match="malformed"):
+            store.put(identity, "k", {"status": "ok"})
+    finally:
+        store._db = real
+        store.close()
