@@ -137,3 +137,38 @@ def test_a_store_damaged_mid_run_is_e_output_naming_it(tmp_path):
     finally:
         store._db = real
         store.close()
+
+
+LIMITED = textwrap.dedent("""
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (40 * 1024, 40 * 1024))
+""")
+
+
+def test_a_rerun_on_a_disk_still_full_keeps_the_larger_output(fake, tmp_path):
+    folder = make_folder(tmp_path, n=300)
+    out, db = tmp_path / "r.jsonl", tmp_path / "j.db"
+    assert invoke("score", folder, "--output", out, "--db", db).exit_code == 0
+    before = out.read_bytes()
+    assert len(before) > 48 * 1024
+    # The same command again, where no file may grow past 40 KiB (a disk still full): the store
+    # needs no write, the new output stops part way.
+    proc = subprocess.run([sys.executable, "-c", LIMITED + FAKE_COMMAND.format(tests=TESTS), "score",
+                           str(folder), "--output", str(out), "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 3 and "E_OUTPUT" in proc.stderr, proc.stderr
+    # Before: the 300-record output was swapped for the 40 KiB this run could write.
+    assert out.read_bytes() == before
+    assert not any(p.name.endswith(".vqa-partial") for p in tmp_path.iterdir())
+
+
+def test_a_run_stopped_by_a_full_disk_still_puts_its_records_in_place(tmp_path):
+    folder = make_folder(tmp_path, n=300)
+    out, db = tmp_path / "r.jsonl", tmp_path / "j.db"
+    out.write_text("")  # smaller than what this run writes: replaced, as before
+    proc = subprocess.run([sys.executable, "-c", LIMITED + FAKE_COMMAND.format(tests=TESTS), "score",
+                           str(folder), "--output", str(out), "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert 0 < len(paths_in(out)) < 300

@@ -18,7 +18,8 @@ Every file the product writes (``--output``, ``--report``, ``vqa report -o``) go
 - the temporary file's name, like the job store's, is shortened with a hash when it would
   pass the file system's limit on a name (255 bytes);
 - the file holds whole records only: a record that cannot be written whole (a full disk) is
-  cut back off the file before the error is raised.
+  cut back off the file before the error is raised; a run stopped by a full disk does not
+  replace a larger file already there (a re-run on a disk still full keeps the last output).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import sys
 from contextlib import contextmanager, suppress
 from typing import Iterator, TextIO
 
-from vqa.errors import UsageError
+from vqa.errors import OutputError, UsageError
 
 PARTIAL_SUFFIX = ".vqa-partial"  # OUTPUT is written as OUTPUT.vqa-partial, then renamed
 NAME_MAX = 255  # bytes in one file name, when the file system does not say
@@ -275,16 +276,28 @@ def open_destination(path: str, *, keep_on_error: bool) -> Iterator[RecordFile]:
         try:
             yield f
             f.flush()
-        except BaseException:
+        except BaseException as e:
             f.discard()
             # Already failing (a full disk, Ctrl-C): a second error must not hide the first.
             with suppress(OSError):
-                if keep_on_error:
+                if keep_on_error and not _cut_short_by_the_disk(e, partial, path):
                     os.replace(partial, path)
                 else:
                     os.unlink(partial)
             raise
         os.replace(partial, path)  # still locked: nobody takes it for a leftover meanwhile
+
+
+def _cut_short_by_the_disk(error: BaseException, partial: str, path: str) -> bool:
+    """True when a run stopped because a file could not be written (a full disk: OSError, or
+    the job's OutputError) and ``path`` holds more than the partial file: a re-run on a disk
+    still full would otherwise swap a whole earlier output for a few records (83 for 0)."""
+    if not isinstance(error, (OSError, OutputError)):
+        return False
+    try:
+        return os.stat(path).st_size > os.stat(partial).st_size
+    except OSError:
+        return False
 
 
 @contextmanager
