@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -172,3 +173,33 @@ def test_a_run_stopped_by_a_full_disk_still_puts_its_records_in_place(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 3, proc.stderr
     assert 0 < len(paths_in(out)) < 300
+
+
+SLOW_COMMAND = FAKE_COMMAND.replace("vqa.cli.score._make_scorer = FakeScorer", textwrap.dedent("""\
+    import time
+    class Slow(FakeScorer):
+        def submit(self, p, split=False):
+            time.sleep(0.05)
+            return super().submit(p)
+    vqa.cli.score._make_scorer = Slow"""))
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_an_interrupted_run_says_resume_only_when_a_store_can_resume_it(tmp_path, with_store):
+    folder = make_folder(tmp_path, n=200)
+    store = ["--db", str(tmp_path / "j.db")] if with_store else []
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_COMMAND.format(tests=TESTS), "score", str(folder),
+                             *store], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # a record is out: the job runs
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "interrupted" in err
+    # Before: "run the same command to resume" also without a store, where a re-run starts over.
+    assert ("run the same command to resume" in err) == with_store

@@ -149,7 +149,9 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         except SystemExit as e:
             if e.code in (EXIT_SIGINT, EXIT_SIGTERM) and not quiet:
                 progress.close()
-                click.echo(tally.summary(stopped=True) + "; run the same command to resume", err=True)
+                # Only a job store makes a re-run resume: without one (stdout, a FIFO) it starts over.
+                resume = "; run the same command to resume" if job.store is not None else ""
+                click.echo(tally.summary(stopped=True) + resume, err=True)
             raise
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if debug():
