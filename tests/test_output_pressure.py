@@ -203,3 +203,22 @@ def test_an_interrupted_run_says_resume_only_when_a_store_can_resume_it(tmp_path
     assert "interrupted" in err
     # Before: "run the same command to resume" also without a store, where a re-run starts over.
     assert ("run the same command to resume" in err) == with_store
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_a_stderr_reader_that_went_away_changes_no_exit_status(tmp_path, failing):
+    folder = make_folder(tmp_path)
+    if failing:
+        touch(folder / "z_bad.mp4").write_bytes(b"x")
+    out = tmp_path / "r.jsonl"
+    read, write = os.pipe()
+    os.close(read)  # `vqa score DIR -o FILE 2>&1 | head -0`: the summary line has no reader
+    try:
+        proc = subprocess.run([sys.executable, "-c", FAKE_COMMAND.format(tests=TESTS), "score", str(folder),
+                               "--output", str(out)], stdout=subprocess.DEVNULL, stderr=write, cwd=ROOT,
+                              timeout=60)
+    finally:
+        os.close(write)
+    # Before: the summary's BrokenPipeError made a finished job exit 1 (with a traceback to nowhere).
+    assert proc.returncode == (1 if failing else 0)
+    assert len(paths_in(out)) == len(list(folder.iterdir()))
