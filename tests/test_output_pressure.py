@@ -222,3 +222,20 @@ def test_a_stderr_reader_that_went_away_changes_no_exit_status(tmp_path, failing
     # Before: the summary's BrokenPipeError made a finished job exit 1 (with a traceback to nowhere).
     assert proc.returncode == (1 if failing else 0)
     assert len(paths_in(out)) == len(list(folder.iterdir()))
+
+
+class _Full:
+    def execute(self, *args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+
+def test_a_full_disk_under_the_store_is_not_called_damage(tmp_path):
+    store = JobStore(str(tmp_path / "j.db"))
+    real, store._db = store._db, _Full()
+    try:
+        with pytest.raises(OutputError) as caught:
+            store.put(Identity(b"/v.mp4", 1, 1, "f"), "k", {"status": "ok"})
+        assert "free some space" in str(caught.value) and "delete it" not in str(caught.value)
+    finally:
+        store._db = real
+        store.close()

@@ -167,7 +167,9 @@ class JobStore:
             os.close(self._lock_fd)
             if isinstance(e, UsageError):
                 raise
-            raise UsageError(f"cannot use {path} as a job store: {e}{_DAMAGED_HINT}") from None
+            # The hint for a damaged file only where SQLite says so: not for a full disk or an I/O error.
+            hint = "" if isinstance(e, sqlite3.OperationalError) else _DAMAGED_HINT
+            raise UsageError(f"cannot use {path} as a job store: {e}{hint}") from None
 
     def _check(self, path: str) -> None:
         """Refuse a file that is not a vqa store of this version, reading only."""
@@ -203,8 +205,8 @@ class JobStore:
             row = self._db.execute(
                 f"SELECT {column} FROM results WHERE path=? AND size=? AND mtime_ns=? AND fingerprint=? AND config=?",
                 (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config)).fetchone()
-        except sqlite3.DatabaseError as e:  # damaged since it was opened
-            raise OutputError(f"cannot read the job store {self.path}: {e}{_DAMAGED_HINT}") from None
+        except sqlite3.DatabaseError as e:  # damaged since it was opened, or an I/O error
+            raise self._failed("read", e) from None
         return None if row is None else row[0]
 
     def status(self, identity: Identity, config: str) -> str | None:
@@ -223,8 +225,13 @@ class JobStore:
                 (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config,
                  record["status"], json.dumps(record, ensure_ascii=True), time.time()))
         except sqlite3.DatabaseError as e:  # OperationalError (a full disk) or a damaged file
-            raise OutputError(f"cannot write the job store {self.path}: {e}; free some space and "
-                              "re-run to resume") from None
+            raise self._failed("write", e) from None
+
+    def _failed(self, verb: str, e: sqlite3.DatabaseError) -> OutputError:
+        """E_OUTPUT saying what to do: free space (a full disk, an I/O error), or start a new store
+        (a damaged file)."""
+        hint = "; free some space and re-run to resume" if isinstance(e, sqlite3.OperationalError) else _DAMAGED_HINT
+        return OutputError(f"cannot {verb} the job store {self.path}: {e}{hint}")
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
