@@ -3,8 +3,10 @@ duplicated, a clear error and exit status: the output's folder removed mid-run, 
 goes away, a damaged job store."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -20,6 +22,7 @@ from fakes import FakeScorer, touch
 from vqa import cli
 from vqa.errors import OutputError
 from vqa.jobstore import Identity, JobStore
+from vqa.outputs import RecordFile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
@@ -239,3 +242,45 @@ def test_a_full_disk_under_the_store_is_not_called_damage(tmp_path):
     finally:
         store._db = real
         store.close()
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """No file this process writes may grow past ``limit`` bytes (a write past it: EFBIG)."""
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+@pytest.mark.parametrize("another_writer", [False, True])
+def test_a_full_disk_on_an_appended_file_cuts_only_its_own_half_record(tmp_path, another_writer):
+    log = tmp_path / "log.jsonl"
+    earlier = b'{"path": "earlier"}\n' * 200  # 4,000 bytes: another day's records
+    log.write_bytes(earlier)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)  # as systemd's append: opens it: offset 0
+    f = RecordFile(fd)
+    try:
+        f.write('{"path": "a"}\n')
+        f.flush()
+        if another_writer:  # a second job appending to the same log
+            with open(log, "ab") as other:
+                other.write(b'{"path": "other"}\n')
+        with file_size_limit(len(earlier) + 100), pytest.raises(OSError):
+            f.write('{"path": "b", "pad": "' + "x" * 300 + '"}\n')
+            f.flush()
+    finally:
+        f.discard()
+        f.close()
+    text = log.read_bytes()
+    # Before: cut back to this writer's own count of bytes (14), from the file's start: the
+    # 4,000 earlier bytes (and the other job's record) were gone.
+    assert text.startswith(earlier + b'{"path": "a"}\n')
+    if another_writer:
+        assert b'{"path": "other"}\n' in text
+    else:
+        assert text == earlier + b'{"path": "a"}\n'  # the half record is cut off

@@ -119,6 +119,9 @@ class RecordFile:
         self.fd = fd
         st = os.fstat(fd)
         self._regular = stat.S_ISREG(st.st_mode)
+        # O_APPEND (`>>`, systemd's append:, a log shared by jobs): each write lands at the end of
+        # the file, wherever our offset was (often 0), and others may append between our writes.
+        self._append = self._regular and bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
         self._end = os.lseek(fd, 0, os.SEEK_CUR) if self._regular else 0
         self._pending: list[str] = []
         self.closed = False
@@ -130,17 +133,25 @@ class RecordFile:
     def flush(self) -> None:
         data = "".join(self._pending).encode("utf-8", "surrogateescape")
         self._pending.clear()
-        view = memoryview(data)
+        if not data:
+            return
+        start = os.fstat(self.fd).st_size if self._append else self._end
+        view, written = memoryview(data), 0
         try:
             while view:
-                view = view[os.write(self.fd, view):]
+                n = os.write(self.fd, view)
+                written, view = written + n, view[n:]
         except OSError:
             if self._regular:  # no half record left behind
                 with suppress(OSError):
-                    os.ftruncate(self.fd, self._end)
-                    os.lseek(self.fd, self._end, os.SEEK_SET)
+                    # Appending, cut only what is ours: from an offset of 0, the whole file went;
+                    # after another writer's records, those would go. Then the half record stays.
+                    if not self._append or os.fstat(self.fd).st_size == start + written:
+                        os.ftruncate(self.fd, start)
+                    if not self._append:
+                        os.lseek(self.fd, start, os.SEEK_SET)
             raise
-        self._end += len(data)
+        self._end = start + len(data)
 
     def discard(self) -> None:
         """Drop what was written since the last flush (a record cut short by an error)."""
