@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from fakes import FakeScorer, touch
 
 from vqa import cli
-from vqa.errors import OutputError
+from vqa.errors import OutputError, UsageError
 from vqa.jobstore import Identity, JobStore
 from vqa.outputs import RecordFile
 
@@ -284,3 +284,20 @@ def test_a_full_disk_on_an_appended_file_cuts_only_its_own_half_record(tmp_path,
         assert b'{"path": "other"}\n' in text
     else:
         assert text == earlier + b'{"path": "a"}\n'  # the half record is cut off
+
+
+def test_a_second_job_that_loses_the_race_for_a_new_store_leaves_it_alone(monkeypatch, tmp_path):
+    path = tmp_path / "j.db"
+    with JobStore(str(path)) as first:
+        first.put(Identity(b"/v.mp4", 1, 1, "f"), "k", {"status": "ok"})
+        # The second job looked before the first made the file (both saw none), then was refused.
+        monkeypatch.setattr("vqa.jobstore.os.path.lexists", lambda p: False)
+        with pytest.raises(UsageError, match="another vqa job"):
+            JobStore(str(path))
+        monkeypatch.undo()
+        # Before: the refused job deleted the live store (and its -wal), as its own new file:
+        # the first job's records went with it, and a third job could open a new one beside it.
+        assert path.exists() and os.path.exists(f"{path}-wal")
+        assert first.count() == 1
+    with JobStore(str(path)) as again:
+        assert again.count() == 1

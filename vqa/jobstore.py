@@ -127,6 +127,7 @@ class JobStore:
                              "'-journal', '-wal' and '-shm' to it, past the file system's limit on a "
                              "name (255 bytes); pass a shorter --db")
         created = not os.path.lexists(path)
+        locked = False  # a file we made, but another job locked first, is that job's store now
         try:
             self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
                                     | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)), 0o644)
@@ -143,6 +144,7 @@ class JobStore:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise UsageError(f"another vqa job is using {path}; wait for it or pass a different --db") from None
+            locked = True
             self._check(path)
             self._db = sqlite3.connect(path, isolation_level=None)  # autocommit: one statement, one commit
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -158,7 +160,7 @@ class JobStore:
                 raise sqlite3.DatabaseError(f"database disk image is malformed ({where})")
         except (sqlite3.Error, UsageError) as e:
             self._db_close_quietly()
-            if created:
+            if created and locked:
                 for leftover in (path, path + "-wal", path + "-shm"):
                     try:
                         os.unlink(leftover)
