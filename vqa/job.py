@@ -13,7 +13,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO, runtime_checkable
 
@@ -199,6 +199,7 @@ class FolderJob:
         self.store: JobStore | None = None
         self.scorer: ScorerLike | None = None
         self._stream: TextIO | None = None
+        self._output = ExitStack()  # the output file: put in place by run(), where a failure is E_OUTPUT
         self._started = False
 
     def start(self, stack: ExitStack) -> None:
@@ -206,7 +207,8 @@ class FolderJob:
         if self.inputs:  # nothing to score: no model to load, no worker to start
             self.scorer = stack.enter_context(self._make_scorer(self.options, **self._engine))
         try:
-            self._stream = stack.enter_context(outputs.open_output(self.output))
+            self._stream = self._output.enter_context(outputs.open_output(self.output))
+            stack.enter_context(self._output)  # a run that stops early puts it in place here
         except OSError as e:
             raise UsageError(f"cannot write {self.output}: {e.strerror}") from None
         self._started = True
@@ -217,13 +219,23 @@ class FolderJob:
         width = max((len(i.path) for i in self.inputs), default=0)
         outcomes = () if self.scorer is None else run_job(self.scorer, self.inputs, store=self.store,
                                                           retry_failed=self.retry_failed)
-        with self._guard(open_writer, self.fmt, self._stream, path_width=width) as writer:  # CSV's header now
-            for outcome in outcomes:
-                self._guard(writer.write, outcome.record)
-                yield outcome
-                if self.fail_fast and not outcome.ok:
-                    break
-            self._guard(writer.close)  # a full disk shows here, not at exit
+        try:
+            with self._guard(open_writer, self.fmt, self._stream, path_width=width) as writer:  # CSV's header now
+                for outcome in outcomes:
+                    self._guard(writer.write, outcome.record)
+                    yield outcome
+                    if self.fail_fast and not outcome.ok:
+                        break
+                self._guard(writer.close)  # a full disk shows here, not at exit
+        except OutputError as e:
+            # The output is put in place knowing why the run stopped: a full disk must not swap
+            # a larger earlier output for this run's few records (vqa.outputs.open_destination).
+            with suppress(OutputError):
+                self._output.__exit__(type(e), e, e.__traceback__)
+            raise
+        # Renamed into place here, not when the caller's stack unwinds: a folder removed (or
+        # made read-only) under the output is E_OUTPUT like a full disk, before any summary.
+        self._guard(self._output.close)
 
     def _guard(self, write, *args, **kwargs):
         """``write(*args, **kwargs)``; a failing disk or file system becomes one E_OUTPUT error."""

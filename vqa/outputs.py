@@ -18,7 +18,8 @@ Every file the product writes (``--output``, ``--report``, ``vqa report -o``) go
 - the temporary file's name, like the job store's, is shortened with a hash when it would
   pass the file system's limit on a name (255 bytes);
 - the file holds whole records only: a record that cannot be written whole (a full disk) is
-  cut back off the file before the error is raised.
+  cut back off the file before the error is raised; a run stopped by a full disk does not
+  replace a larger file already there (a re-run on a disk still full keeps the last output).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import sys
 from contextlib import contextmanager, suppress
 from typing import Iterator, TextIO
 
-from vqa.errors import UsageError
+from vqa.errors import OutputError, UsageError
 
 PARTIAL_SUFFIX = ".vqa-partial"  # OUTPUT is written as OUTPUT.vqa-partial, then renamed
 NAME_MAX = 255  # bytes in one file name, when the file system does not say
@@ -118,6 +119,9 @@ class RecordFile:
         self.fd = fd
         st = os.fstat(fd)
         self._regular = stat.S_ISREG(st.st_mode)
+        # O_APPEND (`>>`, systemd's append:, a log shared by jobs): each write lands at the end of
+        # the file, wherever our offset was (often 0), and others may append between our writes.
+        self._append = self._regular and bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
         self._end = os.lseek(fd, 0, os.SEEK_CUR) if self._regular else 0
         self._pending: list[str] = []
         self.closed = False
@@ -129,17 +133,25 @@ class RecordFile:
     def flush(self) -> None:
         data = "".join(self._pending).encode("utf-8", "surrogateescape")
         self._pending.clear()
-        view = memoryview(data)
+        if not data:
+            return
+        start = os.fstat(self.fd).st_size if self._append else self._end
+        view, written = memoryview(data), 0
         try:
             while view:
-                view = view[os.write(self.fd, view):]
+                n = os.write(self.fd, view)
+                written, view = written + n, view[n:]
         except OSError:
             if self._regular:  # no half record left behind
                 with suppress(OSError):
-                    os.ftruncate(self.fd, self._end)
-                    os.lseek(self.fd, self._end, os.SEEK_SET)
+                    # Appending, cut only what is ours: from an offset of 0, the whole file went;
+                    # after another writer's records, those would go. Then the half record stays.
+                    if not self._append or os.fstat(self.fd).st_size == start + written:
+                        os.ftruncate(self.fd, start)
+                    if not self._append:
+                        os.lseek(self.fd, start, os.SEEK_SET)
             raise
-        self._end += len(data)
+        self._end = start + len(data)
 
     def discard(self) -> None:
         """Drop what was written since the last flush (a record cut short by an error)."""
@@ -275,16 +287,28 @@ def open_destination(path: str, *, keep_on_error: bool) -> Iterator[RecordFile]:
         try:
             yield f
             f.flush()
-        except BaseException:
+        except BaseException as e:
             f.discard()
             # Already failing (a full disk, Ctrl-C): a second error must not hide the first.
             with suppress(OSError):
-                if keep_on_error:
+                if keep_on_error and not _cut_short_by_the_disk(e, partial, path):
                     os.replace(partial, path)
                 else:
                     os.unlink(partial)
             raise
         os.replace(partial, path)  # still locked: nobody takes it for a leftover meanwhile
+
+
+def _cut_short_by_the_disk(error: BaseException, partial: str, path: str) -> bool:
+    """True when a run stopped because a file could not be written (a full disk: OSError, or
+    the job's OutputError) and ``path`` holds more than the partial file: a re-run on a disk
+    still full would otherwise swap a whole earlier output for a few records (83 for 0)."""
+    if not isinstance(error, (OSError, OutputError)):
+        return False
+    try:
+        return os.stat(path).st_size > os.stat(partial).st_size
+    except OSError:
+        return False
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import sys
 from typing import Any
 
@@ -104,6 +105,43 @@ def _standard_streams() -> None:
     for name in ("stdout", "stderr"):
         if not _writable(getattr(sys, name)):
             setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - for the life of the process
+    _stderr_outlives_its_reader()
+
+
+class _Stderr(io.RawIOBase):
+    """Descriptor 2, where a reader that went away (``vqa score -o FILE 2>&1 | head``, a log
+    collector that died) sends the rest to /dev/null instead of raising BrokenPipeError: the
+    summary line after the last record made a finished job exit 1, its status lost."""
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 2
+
+    def isatty(self) -> bool:
+        return os.isatty(2)
+
+    def write(self, data) -> int:
+        try:
+            return os.write(2, data)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+            return len(data)
+
+
+def _stderr_outlives_its_reader() -> None:
+    stream = sys.stderr
+    try:
+        if stream.fileno() != 2 or not stat.S_ISFIFO(os.fstat(2).st_mode):
+            return  # only a pipe loses its reader (a socket too, rarely used for stderr)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return
+    stream.flush()
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(_Stderr()), encoding=stream.encoding,
+                                  errors=stream.errors, line_buffering=True, write_through=True)
 
 
 def _writable(stream) -> bool:

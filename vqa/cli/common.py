@@ -14,6 +14,7 @@ from vqa.config import cli_fields
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: interrupted
+EXIT_SIGPIPE = 128 + signal.SIGPIPE  # 141: the output's reader went away, as a shell reports `yes | head`
 
 EXIT_CODES_HELP = """\b
 Exit status:
@@ -26,6 +27,8 @@ Exit status:
      the job store
   130, 143  interrupted by Ctrl-C (SIGINT) or SIGTERM; records so far are
      written and stored: run the same command again to resume
+  141  the output's reader went away (`vqa score DIR | head`, a FIFO's
+     reader closed): the rest was not written
 Set VQA_DEBUG=1 to see the traceback instead of a one-line error."""
 
 

@@ -9,7 +9,8 @@ from contextlib import ExitStack, contextmanager
 
 import click
 
-from vqa.cli.common import (EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SOME_FAILED,
+from vqa.cli.common import (EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_SIGPIPE, EXIT_SIGTERM,
+                            EXIT_SOME_FAILED,
                             EXIT_USAGE, debug, fail, score_options)
 from vqa.cli.report import write_html
 from vqa.config import ENGINES, ScoreOptions
@@ -137,13 +138,20 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
                 progress.set_postfix_str(tally.postfix(), refresh=False)
                 progress.update(1)
         except BrokenPipeError:
-            # The reader went away (`vqa score ... | head`): stop quietly, as Unix tools do.
+            # The reader went away (`vqa score ... | head`): stop without a traceback, with the
+            # status a shell shows for a tool SIGPIPE stopped (141), never 0: the rest is unwritten.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
+            progress.close()
+            if not quiet:
+                click.echo(tally.summary(stopped=True).replace("interrupted", "the output's reader went away", 1),
+                           err=True)
+            sys.exit(EXIT_SIGPIPE)
         except SystemExit as e:
             if e.code in (EXIT_SIGINT, EXIT_SIGTERM) and not quiet:
                 progress.close()
-                click.echo(tally.summary(stopped=True) + "; run the same command to resume", err=True)
+                # Only a job store makes a re-run resume: without one (stdout, a FIFO) it starts over.
+                resume = "; run the same command to resume" if job.store is not None else ""
+                click.echo(tally.summary(stopped=True) + resume, err=True)
             raise
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if debug():
