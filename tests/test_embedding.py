@@ -13,6 +13,7 @@ import textwrap
 import threading
 import warnings
 
+import av
 import pytest
 from clips import textured_frames, write_clip
 from engine_helpers import mapped_segments, private_mounts, wait_until
@@ -183,8 +184,15 @@ def test_an_exception_while_a_stream_waits_cancels_the_video_it_waits_for(clip, 
     # only worker for a 600-frame clip; the next score() waited behind it).
     import signal
 
+    # 3,000 frames (600 distinct, five times over): CI's machine scored 600 inside the 0.3 s.
     big = tmp_path / "big.mp4"
-    write_clip(big, textured_frames(600, 240, 320, seed=9), fps=25)
+    base = textured_frames(600, 240, 320, seed=9)
+    with av.open(str(big), "w") as container:
+        stream = container.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        for i in range(3000):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(base[i % 600], format="rgb24")))
+        container.mux(stream.encode())
     with Scorer(workers=1, threads=1, frames="all") as scorer:
         futures = []
         submit = scorer.submit
