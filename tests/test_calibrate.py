@@ -1,19 +1,19 @@
-"""scripts/calibrate.py's rule: best F1 under a cap on false alarms on real pictures, judged
+"""scripts/model/calibrate.py's rule: best F1 under a cap on false alarms on real pictures, judged
 with its grid neighbours, through vqa.aggregate's own rules; --keep holds a head back."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import calibrate  # noqa: E402
+from script_modules import load
 
-from vqa.aggregate import FrameResult  # noqa: E402
-from vqa.model import load_model_spec  # noqa: E402
-from vqa.preprocess import THUMB, FrameStats  # noqa: E402
-from vqa.types import MODEL_DEFECTS, Run, SamplePlan  # noqa: E402
+from vqa.aggregate import FrameResult
+from vqa.model import load_model_spec
+from vqa.preprocess import THUMB, FrameStats
+from vqa.types import MODEL_DEFECTS, Run, SamplePlan
+
+calibrate = load("model", "calibrate")
 
 SHIPPED = load_model_spec().decision
 N = 8  # frames a clip

@@ -1,6 +1,6 @@
 """The cuda backend, everything that needs no GPU: the bucket planning, the option table, and
 E_BACKEND (never a crash) where no GPU or no CUDA build of torch is there. What needs a GPU
-is in tests/test_cuda_device.py and scripts/gpu_check.py.
+is in tests/test_cuda_device.py and scripts/bench/gpu_check.py.
 """
 from __future__ import annotations
 

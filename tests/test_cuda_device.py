@@ -4,7 +4,7 @@ device". As of the branch that added them (issue 20) they have never run on a GP
 device budget was spent before they could. On a GPU machine:
 
     PYTHONPATH=$PWD python -m pytest -q tests/test_cuda_device.py
-    PYTHONPATH=$PWD python scripts/gpu_check.py --out gpu_check.json   # records and views/s
+    PYTHONPATH=$PWD python scripts/bench/gpu_check.py --out gpu_check.json   # records and views/s
 
 Tolerances are issue 20's: fp32 within 0.1 score points of the CPU, fp16 within 1.0 on mean.
 """

@@ -1,18 +1,18 @@
 """Every sample_videos/ clip scores as tests/golden/ says, per backend and precision, within
-the tolerance written there (scripts/golden.py writes both and says why it is what it is)."""
+the tolerance written there (scripts/model/golden.py writes both and says why it is what it is)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from script_modules import load
+
 from vqa.model import load_model_spec
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import golden  # noqa: E402
+golden = load("model", "golden")
 
 pytestmark = pytest.mark.slow
 

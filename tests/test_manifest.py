@@ -19,7 +19,7 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
 def test_the_decision_block_holds_the_calibrated_thresholds():
-    """scripts/calibrate.py writes both: the thresholds the calibration chose are the ones the
+    """scripts/model/calibrate.py writes both: the thresholds the calibration chose are the ones the
     manifest ships (compression is not calibrated: its label needs VMAF)."""
     chosen = json.loads((MODELS / "calibration.json").read_text())["chosen"]
     decision = load_model_spec(MODELS).decision

@@ -1,7 +1,7 @@
 """The nvdec decode backend's logic without a GPU: tests/fake_nvdec.py stands in for
 PyNvVideoCodec (FFmpeg decodes, NVDEC's interface and habits around it). What only the real
 hardware can show (its pictures equal FFmpeg's, its speed) is measured on the GPU machine by
-tests/test_cuda_device.py and scripts/device_bench.sh; this file runs everywhere.
+tests/test_cuda_device.py and scripts/bench/device_bench.sh; this file runs everywhere.
 """
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """train.py's twins (model 5): kept together in a batch, the pair loss, validation's pair check."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import train  # noqa: E402
+from script_modules import load
+
+train = load("model", "train")
 
 
 def test_without_twins_the_order_is_the_recipe_before_them():
@@ -60,7 +59,7 @@ def test_the_pair_check_counts_noisy_halves_found_and_clean_halves_flagged():
 
 
 def test_the_test_plan_splits_into_the_sources_as_they_are_and_the_rest():
-    import threshold_test as tt
+    tt = load("model", "threshold_test")
     specs = [{"seed": 1, "ladder": ["clean", 0]}, {"seed": 2, "real": "clean"}, {"seed": 3},
              {"seed": 4, "real": "pair_noisy"}, {"seed": 4, "real": "pair_clean"}]
     real = tt.subset(specs, real_only=True)

@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import content  # noqa: E402
-import make_dataset as md  # noqa: E402
-import synth  # noqa: E402
-import targets  # noqa: E402
+from script_modules import load
+
+content = load("model", "content")
+md = load("model", "make_dataset")
+synth = load("model", "synth")
+targets = load("model", "targets")
 
 
 def test_the_manifest_names_every_folder_with_a_licence_and_ships_nothing():

@@ -37,7 +37,7 @@ CATEGORIES = ("excellent", "good", "fair", "poor", "bad")  # best first; part of
 @dataclass(frozen=True)
 class Decision:
     """The model's decision rules: the ``decision`` block of its manifest (models/vqa.json,
-    read by vqa.model; documented in models/README.md), written there by scripts/calibrate.py.
+    read by vqa.model; documented in models/README.md), written there by scripts/model/calibrate.py.
     Nothing else holds these numbers: every function below takes them from here.
 
     - ``defect_probability``: a model defect is flagged on a frame at this probability, per type.

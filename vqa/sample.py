@@ -59,7 +59,7 @@ FRAME_MODES = ("default", "all")
 KEY_TOLERANCE_S = 1e-6
 # A run placed by a keyframe starts this many frames after it. The keyframe itself is coded
 # unlike the rest of its GOP (intra only) and, measured on compressed clips, scores lower than
-# its neighbours: a run opening on it would pull the score down (scripts/placement_delta.py).
+# its neighbours: a run opening on it would pull the score down (scripts/bench/placement_delta.py).
 KEYFRAME_SKIP_FRAMES = 1  # string values accepted for ``frames``; an int means "count"
 
 

@@ -55,7 +55,7 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
     """Measure inference speed by batch size, and the scoring pipeline against its floors, on CLIP.
 
     Each number is one measurement: on a shared machine compare rows side by side and
-    note the load average printed with them. Make a clip with scripts/make_bench_clip.py.
+    note the load average printed with them. Make a clip with scripts/bench/make_bench_clip.py.
     """
     import json
 

@@ -10,7 +10,7 @@ replays: views through a pinned host buffer, ring rows straight from the ring on
 has given it to ``pin`` (registered with CUDA; no staging copy). The conversion to float and the
 channel order happen inside the graph.
 
-Speed options (``SPEED_OPTIONS``; ``scripts/gpu_check.py --variants`` measures each with its
+Speed options (``SPEED_OPTIONS``; ``scripts/bench/gpu_check.py --variants`` measures each with its
 agreement against the CPU before any becomes a default; only ``half_weights`` is on): ``tf32``
 lets cuDNN and matmuls use TF32 in fp32, ``channels_last`` keeps the weights in NHWC (the
 input already is), ``cudnn_benchmark`` lets cuDNN time its algorithms in the eager passes

@@ -1,4 +1,4 @@
-"""OpenVINO CPU inferencer (the default): loads the IR that scripts/export.py wrote."""
+"""OpenVINO CPU inferencer (the default): loads the IR that scripts/model/export.py wrote."""
 from __future__ import annotations
 
 import os
