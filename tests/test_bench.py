@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 from clips import textured_frames, write_clip
 
-from vqa import bench
-from vqa.bench_report import format_report
+from vqa.bench import folder as bench_folder
+from vqa.bench import studies as bench
+from vqa.bench.report import format_report
 from vqa.cli import cli
 from vqa.errors import UsageError
 from vqa.infer import available_backends
@@ -118,7 +119,7 @@ def test_engine_row_uses_the_settings_of_vqa_score(tiny_clip, spec):
 
 
 def test_startup_study_times_each_phase(tiny_clip):
-    from vqa.bench_engine import startup_study
+    from vqa.bench.engine import startup_study
 
     out = startup_study(tiny_clip, runs=1)
     _positive(out["phases_alone_s"], ["imports_s", "hashing_s", "compile_s", "spawn_s"])
@@ -127,7 +128,7 @@ def test_startup_study_times_each_phase(tiny_clip):
 
 
 def test_concurrency_and_streaming_studies(tiny_clip):
-    from vqa.bench_engine import concurrency_study, streaming_study
+    from vqa.bench.engine import concurrency_study, streaming_study
 
     c = concurrency_study(tiny_clip, threads=2, per_thread=2)
     assert c["records_identical"] and c["videos"] == 4
@@ -146,10 +147,9 @@ def test_cli_bench_quick(tiny_clip):
     assert {(r["backend"], r["precision"]) for r in out["batch"]["rows"]} <= set(bench.QUICK["backends"])
 
 
-# --- the folder study (vqa.bench_folder) -----------------------------------------------------
+# --- the folder study (vqa.bench.folder) -----------------------------------------------------
 
 def test_folder_study_makes_a_folder_and_compares_the_plans(tmp_path):
-    from vqa import bench_folder
 
     result = bench_folder.folder_study(tmp_path, videos=2, size=(160, 96), length_s=2, keyframe_s=1, workers=[1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench_000.mp4", "bench_001.mp4"]
@@ -163,7 +163,6 @@ def test_folder_study_makes_a_folder_and_compares_the_plans(tmp_path):
 
 
 def test_folder_study_refuses_a_folder_of_other_files(tmp_path):
-    from vqa import bench_folder
 
     (tmp_path / "notes.txt").write_text("not a video")
     with pytest.raises(UsageError, match="no videos"):
@@ -172,7 +171,6 @@ def test_folder_study_refuses_a_folder_of_other_files(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    from vqa import bench_folder
 
     folder = tmp_path_factory.mktemp("folder")
     bench_folder.make_folder(folder, videos=2, size=(160, 96), length_s=1, keyframe_s=0.5)
@@ -180,7 +178,6 @@ def tiny_folder(tmp_path_factory):
 
 
 def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(tiny_folder):
-    from vqa import bench_folder
 
     result = bench_folder.folder_study(tiny_folder, workers=[1], sampling=("default",),
                                        backends=[("openvino", "fp32"), ("openvino", "int8")])
@@ -201,7 +198,6 @@ def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(ti
 def test_folder_rows_keep_each_round_and_pair_the_efficiency_by_round():
     """Best and median hide which rounds ran together; each row keeps its rounds in order, and
     the sweep's efficiency is also given against the lone worker of the same round."""
-    from vqa import bench_folder
 
     def run(workers, seconds):
         return {"workers": workers, "seconds": seconds}
@@ -219,14 +215,12 @@ def test_folder_rows_keep_each_round_and_pair_the_efficiency_by_round():
 @pytest.mark.parametrize("text, want", [("pyav", ("pyav", 0)), ("nvdec", ("nvdec", 0)),
                                         ("pyav+nvdec:3", ("pyav", 3))])
 def test_folder_study_decoder_names(text, want):
-    from vqa import bench_folder
 
     assert bench_folder.decoder_spec(text) == want
 
 
 @pytest.mark.parametrize("text", ["pyav+nvdec", "pyav+nvdec:0", "opencv+nvdec:2", "pyav+nvdec:x", "vlc"])
 def test_folder_study_refuses_other_decoder_names(text):
-    from vqa import bench_folder
     from vqa.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown decoder"):
@@ -234,7 +228,6 @@ def test_folder_study_refuses_other_decoder_names(text):
 
 
 def test_folder_study_refuses_a_backend_named_twice(tiny_folder):
-    from vqa import bench_folder
 
     with pytest.raises(UsageError, match="named twice"):
         bench_folder.folder_study(tiny_folder, backends=[("openvino", "fp32"), ("openvino", "fp32")])
@@ -243,7 +236,6 @@ def test_folder_study_refuses_a_backend_named_twice(tiny_folder):
 def test_warming_captures_the_buckets_up_to_the_batch_size_and_nothing_on_a_cpu_backend():
     from types import SimpleNamespace
 
-    from vqa import bench_folder
 
     class Buckets:
         buckets = (1, 8, 32, 128)

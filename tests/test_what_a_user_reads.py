@@ -143,7 +143,7 @@ def test_the_progress_bars_counts_include_the_video_it_counts(tmp_path):
 
 
 def test_vqa_bench_says_1_worker():
-    from vqa.bench_report import format_report
+    from vqa.bench.report import format_report
 
     study = {"videos": 1, "workers": 1, "score_many_s": 1.0, "threads": 1, "threads_s": 1.0,
              "threads_over_score_many": 1.0, "target": 0.9, "records_identical": True}

@@ -24,13 +24,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FLOOR = ("import sys\n"
-         "from vqa.bench import _decode_floor\n"
+         "from vqa.bench.common import decode_floor\n"
          "from vqa.decode import open_video\n"
          "from vqa.sample import plan_frames\n"
          "from vqa.threads import usable_cores\n"
          "with open_video(sys.argv[1]) as reader:\n"
          "    info = reader.info\n"
-         "print(_decode_floor(sys.argv[1], plan_frames(info, 'all'), usable_cores())[0])\n")
+         "print(decode_floor(sys.argv[1], plan_frames(info, 'all'), usable_cores())[0])\n")
 
 
 def _floor(clip: str) -> float:

@@ -203,7 +203,7 @@ clips() {
     rm -rf /tmp/vqa_f /tmp/vqa_f[0-9]* && mkdir -p /tmp/vqa_f
     step make_clips 30 120 "$PY" -c "
 from pathlib import Path
-from vqa.bench_folder import make_folder
+from vqa.bench.folder import make_folder
 make_folder(Path('/tmp/vqa_f'), videos=$N_CLIPS, size=tuple(int(x) for x in '$size'.split('x')),
             length_s=$length, keyframe_s=$key)"
   fi
@@ -265,7 +265,7 @@ nvdec() {  # the nvdec reader on real NVDEC: its pictures against FFmpeg's, and 
   [ -f /tmp/nv720.mp4 ] || "$PY" scripts/bench/make_bench_clip.py /tmp/nv720.mp4 --size 1280x720 --frames 300 --fps 30 \
     --gop 60 > /dev/null 2>&1 || "$PY" -c "
 from pathlib import Path
-from vqa.bench_folder import make_folder
+from vqa.bench.folder import make_folder
 p = make_folder(Path('/tmp/nv720d'), videos=1, size=(1280, 720), length_s=10, keyframe_s=2)[0]
 import shutil; shutil.copy(p, '/tmp/nv720.mp4')"
   step nvdec_check 40 200 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/nvdec_check.py /tmp/nv720.mp4 \
@@ -452,7 +452,7 @@ finish() {  # issue 20: views finished on the GPU from the workers' mosaics (vqa
     mkdir -p "/tmp/vqa_rc/$size"
     "$PY" -c "
 from pathlib import Path
-from vqa.bench_folder import make_folder
+from vqa.bench.folder import make_folder
 make_folder(Path('/tmp/vqa_rc/$size'), videos=1, size=tuple(int(x) for x in '$size'.split('x')), length_s=4, keyframe_s=2)"
   done
   step records_finish 30 240 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_records.py \

@@ -22,8 +22,8 @@ import numpy as np
 
 
 from vqa import Scorer
-from vqa.bench import parse_backends
-from vqa.bench_folder import decoder_spec
+from vqa.bench.folder import decoder_spec
+from vqa.bench.studies import parse_backends
 
 FP32_MAX_POINTS = 0.1
 FP16_MEAN_POINTS = 1.0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vqa.bench import parse_backends, time_infer
+from vqa.bench.studies import parse_backends, time_infer
 from vqa.infer import MOSAIC_MAX_REGION, open_inferencer
 from vqa.model import load_model_spec
 from vqa.preprocess import TRAINING

@@ -17,7 +17,7 @@ import re
 import sys
 import time
 
-from vqa.bench_clip import CRF, PRESET, write_bench_clip
+from vqa.bench.clip import CRF, PRESET, write_bench_clip
 
 
 def _size(text: str) -> tuple[int, int]:

@@ -7,7 +7,7 @@ the decode workers, than in the streams the THROUGHPUT hint picks?
 
 ``grid`` compiles the shipped fp32 IR once per configuration and submits batches of random
 views as the pool engine does (requests in flight at once). ``folder`` scores FOLDER's videos
-once with the default plan (``vqa.bench_folder``'s timing: from the first video to the last,
+once with the default plan (``vqa.bench.folder``'s timing: from the first video to the last,
 start-up excluded), every OpenVINO compile in this process given the configuration:
 ``--streams threads`` makes one stream per inference thread, ``--streams N`` N streams,
 ``auto`` leaves the hint's choice; ``--pinning on|off`` sets ENABLE_CPU_PINNING.
@@ -94,10 +94,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmd == "folder":
         patch_openvino(args.streams, args.pinning)
-        from vqa.bench_folder import _score_folder, folder_videos
+        from vqa.bench.folder import folder_videos, score_folder
 
         paths = folder_videos(args.folder)
-        row = _score_folder(paths, frames="default", workers=args.workers, model_dir=None,
+        row = score_folder(paths, frames="default", workers=args.workers, model_dir=None,
                             backend=("openvino", "fp32"))
         row.update(streams=args.streams, pinning=args.pinning, videos=len(paths),
                    videos_per_min=round(60 * len(paths) / row["seconds"], 1), load_avg=os.getloadavg())

@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default="-")
     a = ap.parse_args(argv)
-    from vqa.bench_folder import folder_videos
+    from vqa.bench.folder import folder_videos
 
     paths = [str(p) for p in folder_videos(Path(a.folder))]
     if not paths:

@@ -20,7 +20,7 @@ _FIELDS = {f.name: f for f in cli_fields()}
                    "8 threads on one Scorer vs one score_many; streaming: 1,000,000 paths through "
                    "score_many. Default: batch, pipeline, startup; all: every one. folder (CLIP is a "
                    "folder of videos, or an empty one to fill): videos/min by sampling and worker count "
-                   "(vqa.bench_folder); command: `vqa score CLIP` against decoding every frame.")
+                   "(vqa.bench.folder); command: `vqa score CLIP` against decoding every frame.")
 @click.option("--videos", type=click.IntRange(min=1), default=None,
               help="folder study: clips to make in an empty folder (default 32).")
 @click.option("--clip-spec", default=None, metavar="WxH,SECONDS,KEYFRAME_S",
@@ -60,7 +60,7 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
     import json
 
     from vqa import bench as vqa_bench  # torch is imported only if a pytorch backend is measured
-    from vqa.bench_report import format_report
+    from vqa.bench.report import format_report
 
     if {"folder", "command"} & set(studies):
         if sweep and no_sweep:
@@ -84,11 +84,11 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
 
 def _bench_folder(path, studies, *, videos, clip_spec, sweep, rounds, as_json, model_dir, backends, frames,
                   decoders=(), batch_sizes=()) -> None:
-    """The folder and command studies (vqa.bench_folder), alone or together."""
+    """The folder and command studies (vqa.bench.folder), alone or together."""
     import json
 
-    from vqa import bench_folder
-    from vqa.bench import parse_backends
+    from vqa.bench import folder as bench_folder
+    from vqa.bench.studies import parse_backends
 
     def progress(msg: str) -> None:
         click.echo(f"vqa bench: {msg}", err=True)

@@ -13,17 +13,12 @@ Two studies, each returning a plain JSON-able dict:
   nothing else) and ``infer_floor`` (OpenVINO fp32 on the same number of views, already in
   memory, at the best batch size).
 
-``run_benchmark`` runs both on one clip and ``format_report`` renders the tables the CLI prints.
-
-    >>> from vqa.bench import run_benchmark; from vqa.bench_report import format_report  # doctest: +SKIP
-    >>> print(format_report(run_benchmark("clip.mp4")))         # doctest: +SKIP
+``run_benchmark`` runs them (and vqa.bench.engine's studies) on one clip; vqa.bench.report renders
+the tables the CLI prints.
 
 Single measurements on a shared machine are noisy: the load average is recorded before and
 after each study, and the numbers are for comparing side by side, not as absolutes.
 Torch is imported only when a pytorch backend is measured (the naive baseline uses it).
-
-Over 400 lines because the two studies share their clip views, timing loop and report tables;
-vqa.bench_engine holds the engine studies apart.
 """
 from __future__ import annotations
 
@@ -31,15 +26,17 @@ import os
 import platform
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from .errors import BackendUnavailable, ModelError, UsageError
-from .infer import BACKENDS, BY_NAME_ONLY, open_inferencer
-from .model import ModelSpec, load_model_spec
-from .preprocess import fragments
-from .sample import plan_frames
-from .threads import usable_cores
+from ..errors import BackendUnavailable, ModelError, UsageError
+from ..infer import BACKENDS, BY_NAME_ONLY, open_inferencer
+from ..model import ModelSpec, load_model_spec
+from ..preprocess import fragments
+from ..sample import plan_frames
+from ..threads import usable_cores
+from .common import NOISE_NOTE, decode_floor, load_avg, ratio
 
 DEFAULT_BACKENDS: tuple[tuple[str, str], ...] = (("openvino", "fp32"), ("openvino", "int8"), ("pytorch", "fp32"))
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -51,10 +48,9 @@ NAIVE_BACKEND = ("pytorch", "fp32")
 STUDIES = ("batch", "pipeline", "startup", "concurrency", "streaming")
 DEFAULT_STUDIES = ("batch", "pipeline", "startup")
 # --quick: under a minute on a 10 s 1080p clip on 2 cores (no PyTorch, the default sampling).
-QUICK = {"backends": (("openvino", "fp32"), ("openvino", "int8")), "batch_sizes": (1, 4, 8), "seconds": 0.3,
-         "frames": "default", "startup_runs": 1, "streaming_paths": 100_000, "per_thread": 2}
-NOISE_NOTE = ("each number is one measurement on a shared machine (see load_avg): compare the "
-              "rows side by side, not across runs")
+QUICK: dict[str, Any] = {
+    "backends": (("openvino", "fp32"), ("openvino", "int8")), "batch_sizes": (1, 4, 8), "seconds": 0.3,
+    "frames": "default", "startup_runs": 1, "streaming_paths": 100_000, "per_thread": 2}
 
 
 def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -72,13 +68,6 @@ def parse_backends(values: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _load_avg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # not on every platform
-        return None
-
-
 def _spec(spec: ModelSpec | str | os.PathLike | None) -> ModelSpec:
     return spec if isinstance(spec, ModelSpec) else load_model_spec(spec)
 
@@ -86,7 +75,7 @@ def _spec(spec: ModelSpec | str | os.PathLike | None) -> ModelSpec:
 def clip_views(path: str | os.PathLike, count: int = VIEW_POOL) -> np.ndarray:
     """(count, S, S, 3) uint8 fragment views of ``count`` frames spread over the clip (fewer if
     the clip is shorter), decoded with the package's default reader."""
-    from .decode import open_video  # the decode stage, imported when a clip is read
+    from ..decode import open_video  # the decode stage, imported when a clip is read
 
     with open_video(path) as reader:
         views = [fragments(f.rgb) for f in reader.read(plan_frames(reader.info, count, run_length=1))]
@@ -109,7 +98,7 @@ def time_infer(inferencer, views: np.ndarray, batch_size: int, *, seconds: float
     batch = _batches(views, batch_size, batch_size)[0]
     for _ in range(warmup):
         inferencer.infer(batch)
-    latencies = []
+    latencies: list[float] = []
     start = time.perf_counter()
     while len(latencies) < min_calls or time.perf_counter() - start < seconds:
         t0 = time.perf_counter()
@@ -160,8 +149,9 @@ def batch_study(spec: ModelSpec | str | os.PathLike | None = None, *, clip: str 
     if not seconds > 0:
         raise UsageError(f"seconds must be > 0, got {seconds!r}")
     spec = _spec(spec)
-    load_start = _load_avg()
+    load_start = load_avg()
     if views is None:
+        assert clip is not None  # checked above
         views = clip_views(clip)
     rows, skipped, best = [], [], {}
     for backend, precision in backends:
@@ -180,7 +170,7 @@ def batch_study(spec: ModelSpec | str | os.PathLike | None = None, *, clip: str 
             "views": {"distinct": len(views), "size": int(views.shape[1]),
                       "source": os.fspath(clip) if clip is not None else "given"},
             "seconds_per_point": seconds, "warmup_calls": WARMUP_CALLS, "threads": threads,
-            "load_avg": {"start": load_start, "end": _load_avg()}, "note": NOISE_NOTE}
+            "load_avg": {"start": load_start, "end": load_avg()}, "note": NOISE_NOTE}
 
 
 # --- pipeline study ------------------------------------------------------------------------
@@ -217,19 +207,6 @@ def _naive(path: str, plan, inferencer) -> tuple[float, int]:
     return time.perf_counter() - start, done
 
 
-def _decode_floor(path: str, plan, threads: int) -> tuple[float, int]:
-    """PyAV with FFmpeg frame threading on ``threads`` cores (the pyav reader sets thread_type
-    AUTO when threads > 1): decode the plan's frames to RGB and nothing else."""
-    from .decode import open_video
-
-    start = time.perf_counter()
-    n = 0
-    with open_video(path, backend="pyav", threads=threads) as reader:
-        for _ in reader.read(plan):
-            n += 1
-    return time.perf_counter() - start, n
-
-
 def _infer_floor(inferencer, views: np.ndarray, total: int, batch_size: int) -> float:
     batches = _batches(views, batch_size, total)
     inferencer.infer(batches[0])  # warm-up, off the clock
@@ -241,7 +218,7 @@ def _infer_floor(inferencer, views: np.ndarray, total: int, batch_size: int) -> 
 
 def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[float, dict]:
     """The Scorer with the settings `vqa score` uses (batch size, mode, workers, threads)."""
-    from .pipeline import Scorer
+    from ..pipeline import Scorer
 
     with Scorer(backend="openvino", frames=frames, workers=workers,
                 model_dir=spec.directory) as scorer:  # model loaded and workers started here
@@ -260,10 +237,6 @@ def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[fl
 def _count(detail: dict) -> int:
     """Frames (or views) one measurement handled."""
     return next(detail[k] for k in ("frames", "views", "frames_sampled") if k in detail)
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b <= 0 else round(a / b, 3)
 
 
 def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike | None = None, *,
@@ -285,16 +258,19 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
     """
     path = os.fspath(path)
     spec = _spec(spec)
-    from .decode import open_video
+    from ..decode import open_video
 
-    load_start = _load_avg()
+    load_start = load_avg()
     with open_video(path) as reader:
         info = reader.info
     plan = plan_frames(info, frames)
     cores = usable_cores()  # the cores this process may use (affinity, cgroup quota)
-    seconds, detail, skipped = {}, {}, {}
+    seconds: dict[str, float | None] = {}
+    detail: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
 
-    seconds["decode_floor"], n = _decode_floor(path, plan, cores)
+    decode_s, n = decode_floor(path, plan, cores)
+    seconds["decode_floor"] = decode_s
     detail["decode_floor"] = {"decoder": "pyav", "threads": cores, "thread_type": "AUTO", "frames": n}
 
     views = clip_views(path, min(VIEW_POOL, max(n, 1)))
@@ -302,7 +278,7 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
         if infer_batch_size is None:
             sweep = [time_infer(ov, views, b, seconds=sweep_seconds) for b in DEFAULT_BATCH_SIZES]
             infer_batch_size = max(sweep, key=lambda r: r["views_per_s"])["batch_size"]
-        seconds["infer_floor"] = _infer_floor(ov, views, n, infer_batch_size)
+        infer_s = seconds["infer_floor"] = _infer_floor(ov, views, n, infer_batch_size)
     detail["infer_floor"] = {"backend": "openvino", "precision": "fp32", "mode": "latency",
                              "call": "infer (synchronous)", "batch_size": infer_batch_size,
                              "views": n, "distinct_views": len(views)}
@@ -322,19 +298,19 @@ def pipeline_study(path: str | os.PathLike, spec: ModelSpec | str | os.PathLike 
 
     seconds["engine"], detail["engine"] = _engine(path, spec, frames, workers)
 
-    out = {"study": "pipeline", "clip": {"path": path, **info.to_dict()}, "frames": frames,
-           "cores": cores, "seconds": {k: None if v is None else round(v, 3) for k, v in seconds.items()},
-           "fps": {k: None if v is None else round(_count(detail[k]) / v, 2) for k, v in seconds.items()},
-           "ratios": {"engine_speedup_over_naive": ratio(seconds["naive"], seconds["engine"]),
-                      "engine_over_floor_sum": ratio(seconds["engine"],
-                                                      seconds["decode_floor"] + seconds["infer_floor"])},
-           "detail": detail, "skipped": skipped}
+    out: dict[str, Any] = {
+        "study": "pipeline", "clip": {"path": path, **info.to_dict()}, "frames": frames,
+        "cores": cores, "seconds": {k: None if v is None else round(v, 3) for k, v in seconds.items()},
+        "fps": {k: None if v is None else round(_count(detail[k]) / v, 2) for k, v in seconds.items()},
+        "ratios": {"engine_speedup_over_naive": ratio(seconds["naive"], seconds["engine"]),
+                   "engine_over_floor_sum": ratio(seconds["engine"], decode_s + infer_s)},
+        "detail": detail, "skipped": skipped}
     if default_variant and frames == "all":
         s, d = _engine(path, spec, "default", workers)
         out["default_sampling"] = {"engine_s": round(s, 3), "frames_sampled": d["frames_sampled"],
-                                   "decode_floor_all_s": round(seconds["decode_floor"], 3),
-                                   "decode_floor_all_over_engine": ratio(seconds["decode_floor"], s)}
-    out["load_avg"] = {"start": load_start, "end": _load_avg()}
+                                   "decode_floor_all_s": round(decode_s, 3),
+                                   "decode_floor_all_over_engine": ratio(decode_s, s)}
+    out["load_avg"] = {"start": load_start, "end": load_avg()}
     out["note"] = NOISE_NOTE
     return out
 
@@ -353,12 +329,12 @@ def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = DEFAULT_S
     ``quick`` takes the QUICK settings for whatever is not given; ``progress`` gets a line
     before each step.
     """
-    from . import bench_engine
+    from .engine import concurrency_study, startup_study, streaming_study
 
-    q = QUICK if quick else {}
+    q: dict[str, Any] = QUICK if quick else {}
     backends = backends or q.get("backends", DEFAULT_BACKENDS)
     batch_sizes = batch_sizes or q.get("batch_sizes", DEFAULT_BATCH_SIZES)
-    seconds = seconds or q.get("seconds", DEFAULT_SECONDS)
+    window: float = seconds or q.get("seconds", DEFAULT_SECONDS)
     frames = frames or q.get("frames", "all")
     unknown = [s for s in studies if s not in STUDIES]
     if unknown or not studies:
@@ -369,13 +345,14 @@ def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = DEFAULT_S
     spec = load_model_spec(model_dir)
     import vqa
 
-    out = {"benchmark": "vqa", "version": vqa.__version__, "clip": path,
-           "machine": {"cpu_count": os.cpu_count(), "usable_cores": usable_cores(), "python": platform.python_version(),
-                       "platform": platform.platform(), "load_avg_start": _load_avg()},
-           "note": NOISE_NOTE}
+    out: dict[str, Any] = {
+        "benchmark": "vqa", "version": vqa.__version__, "clip": path,
+        "machine": {"cpu_count": os.cpu_count(), "usable_cores": usable_cores(), "python": platform.python_version(),
+                    "platform": platform.platform(), "load_avg_start": load_avg()},
+        "note": NOISE_NOTE}
     if "batch" in studies:
-        progress(f"batch study: {len(backends)} backends x {len(batch_sizes)} batch sizes, {seconds:g} s each")
-        out["batch"] = batch_study(spec, clip=path, backends=backends, batch_sizes=batch_sizes, seconds=seconds)
+        progress(f"batch study: {len(backends)} backends x {len(batch_sizes)} batch sizes, {window:g} s each")
+        out["batch"] = batch_study(spec, clip=path, backends=backends, batch_sizes=batch_sizes, seconds=window)
     if "pipeline" in studies:
         progress(f"pipeline study, frames={frames}: floors, naive, engine")
         best = out.get("batch", {}).get("best", {}).get("openvino/fp32", {}).get("batch_size")
@@ -383,16 +360,16 @@ def run_benchmark(path: str | os.PathLike, *, studies: Sequence[str] = DEFAULT_S
                                          naive=tuple(NAIVE_BACKEND) in {tuple(b) for b in backends})
     if "startup" in studies:
         progress("start-up study: fresh processes")
-        out["startup"] = bench_engine.startup_study(path, runs=q.get("startup_runs", 3), model_dir=model_dir,
-                                                    progress=progress)
+        out["startup"] = startup_study(path, runs=q.get("startup_runs", 3), model_dir=model_dir,
+                                       progress=progress)
     if "concurrency" in studies:
         progress("concurrency study")
-        out["concurrency"] = bench_engine.concurrency_study(path, per_thread=q.get("per_thread", 10),
-                                                            model_dir=model_dir, progress=progress)
+        out["concurrency"] = concurrency_study(path, per_thread=q.get("per_thread", 10),
+                                               model_dir=model_dir, progress=progress)
     if "streaming" in studies:
         progress("streaming study")
-        out["streaming"] = bench_engine.streaming_study(q.get("streaming_paths", 1_000_000), model_dir=model_dir,
-                                                        progress=progress)
-    out["machine"]["load_avg_end"] = _load_avg()
+        out["streaming"] = streaming_study(q.get("streaming_paths", 1_000_000), model_dir=model_dir,
+                                           progress=progress)
+    out["machine"]["load_avg_end"] = load_avg()
     return out
 

@@ -105,7 +105,7 @@ def concurrency_study(clip: str | os.PathLike, *, threads: int = 8, per_thread: 
                       model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
     """Videos per second of ``threads`` threads x ``per_thread`` ``score`` calls on one Scorer,
     against one ``score_many`` over the same paths (the Scorer's default settings)."""
-    from .pipeline import Scorer
+    from ..pipeline import Scorer
 
     paths = [os.fspath(clip)] * (threads * per_thread)
     with Scorer(model_dir=model_dir) as scorer:
@@ -149,7 +149,7 @@ def _rss_mb() -> float | None:
 def streaming_study(n: int = 1_000_000, *, model_dir: str | os.PathLike | None = None,
                     progress=lambda msg: None) -> dict:
     """``score_many`` over a generator of ``n`` paths that do not exist."""
-    from .pipeline import Scorer
+    from ..pipeline import Scorer
 
     taken = [0]
 

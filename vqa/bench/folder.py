@@ -1,7 +1,7 @@
 """Folder throughput, the number a user sizes a machine with (``vqa bench FOLDER --study folder``).
 
 ``folder_study`` takes a folder of videos, or fills an empty one with ``videos`` copies of one
-benchmark clip (``vqa.bench_clip``) of a given size, length and keyframe interval, and scores
+benchmark clip (``vqa.bench.clip``) of a given size, length and keyframe interval, and scores
 the whole folder with a ``Scorer`` several ways, side by side in one process:
 
 * ``sampling``: the default plan and every frame (``frames="all"``), each at the thread
@@ -39,12 +39,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .bench import NOISE_NOTE, _decode_floor, _load_avg
-from .bench_report import table
-from .errors import UsageError
-from .inputs import VIDEO_EXTENSIONS
-from .sample import plan_frames
-from .threads import usable_cores
+from ..errors import UsageError
+from ..inputs import VIDEO_EXTENSIONS
+from ..sample import plan_frames
+from ..threads import usable_cores
+from .common import NOISE_NOTE, decode_floor, load_avg
+from .report import table
 
 DEFAULT_VIDEOS = 32
 DEFAULT_SIZE = (1280, 720)
@@ -75,7 +75,7 @@ def make_folder(folder: Path, *, videos: int, size: tuple[int, int], length_s: f
                 fps: float = DEFAULT_FPS) -> list[Path]:
     """``videos`` copies of one benchmark clip in ``folder``: one encode, then file copies (the
     scorer keeps nothing between videos, so copies cost what distinct clips of the kind do)."""
-    from .bench_clip import write_bench_clip  # PyAV's encoder, only when clips are made
+    from .clip import write_bench_clip  # PyAV's encoder, only when clips are made
 
     if videos < 1 or length_s <= 0 or keyframe_s <= 0:
         raise UsageError(f"a folder needs videos >= 1, length > 0 and a keyframe interval > 0, got "
@@ -104,10 +104,10 @@ def _warm(scorer) -> float:
     return time.perf_counter() - start
 
 
-def _score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
+def score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
                   backend: tuple[str, str] | None = None, decoder: str | None = None,
                   batch_size: int | None = None) -> dict:
-    from .pipeline import Scorer
+    from ..pipeline import Scorer
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     if decoder is not None:
@@ -144,7 +144,7 @@ def _summary(runs: list[dict], videos: int) -> dict:
 def decoder_spec(text: str) -> tuple[str, int]:
     """A folder-study decoder: a decoder's name, or ``pyav+nvdec:N`` for ``--decoder pyav
     --nvdec-workers N`` (NVDEC workers beside the CPU ones) -> (decoder, nvdec_workers)."""
-    from .config import DECODERS, HYBRID_DECODER
+    from ..config import DECODERS, HYBRID_DECODER
 
     cpu, sep, rest = text.partition("+")
     if not sep and cpu in DECODERS:
@@ -158,7 +158,7 @@ def decoder_spec(text: str) -> tuple[str, int]:
 
 def _label(backend: tuple[str, str] | None, decoder: str | None = None) -> str:
     """``openvino:fp32``, or ``cuda:fp16+nvdec`` where a decoder is named."""
-    from .infer import DEFAULT_BACKEND, DEFAULT_PRECISION
+    from ..infer import DEFAULT_BACKEND, DEFAULT_PRECISION
 
     name = f"{DEFAULT_BACKEND}:{DEFAULT_PRECISION}" if backend is None else f"{backend[0]}:{backend[1]}"
     return name if decoder is None else f"{name}+{decoder}"
@@ -251,14 +251,14 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
         paths = make_folder(folder, videos=videos, size=size, length_s=length_s, keyframe_s=keyframe_s)
         made = {"size": f"{size[0]}x{size[1]}", "length_s": length_s, "keyframe_s": keyframe_s,
                 "fps": DEFAULT_FPS, "seconds": round(time.perf_counter() - t, 1)}
-    from .decode import open_video
+    from ..decode import open_video
 
     with open_video(paths[0]) as reader:
         info = reader.info
         keys = reader.keyframe_times(100_000)
     out: dict[str, Any] = {"study": "folder", "folder": os.fspath(folder), "videos": len(paths), "made": made,
            "first_video": {**info.to_dict(), "keyframes": None if keys is None else len(keys)},
-           "cores": cores, "load_avg": {"start": _load_avg()}, "backends": labels}
+           "cores": cores, "load_avg": {"start": load_avg()}, "backends": labels}
     sweep = worker_sweep(cores) if workers is None else list(workers)
     # Within a setting the backends take turns, so the CPU and GPU rows of a plan run back to back.
     settings = [("sampling", str(f), f, None, b) for f in sampling for b in chosen] + \
@@ -268,13 +268,13 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
         for kind, key, frames, w, b in settings:
             progress(f"round {r + 1}/{rounds}: {len(paths)} videos, {_label(*b)}, frames={frames}, "
                      + ("auto split" if w is None else f"--workers {w}"))
-            runs[kind, key, _label(*b)].append(_score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
+            runs[kind, key, _label(*b)].append(score_folder(paths, frames=frames, workers=w, model_dir=model_dir,
                                                              backend=b[0], decoder=b[1], batch_size=batch_size))
     by_backend = {label: _backend_result(runs, label, len(paths)) for label in labels}
     out.update(by_backend[labels[0]])  # the first backend's rows at the top, as with one backend
     out["by_backend"] = by_backend
     out["over_first"] = _over_first(by_backend)
-    out["load_avg"]["end"] = _load_avg()
+    out["load_avg"]["end"] = load_avg()
     out["note"] = NOISE_NOTE
     return out
 
@@ -286,7 +286,7 @@ def command_study(clip: str | os.PathLike, *, runs: int = 3, model_dir: str | os
     clip = os.fspath(clip)
     if not os.path.isfile(clip):
         raise UsageError(f"no such video file: {clip!r}")
-    from .decode import open_video
+    from ..decode import open_video
 
     with open_video(clip) as reader:
         info = reader.info
@@ -294,7 +294,7 @@ def command_study(clip: str | os.PathLike, *, runs: int = 3, model_dir: str | os
     command = [sys.executable, "-m", "vqa.cli", "score", clip, "--quiet", "--format", "jsonl"]
     if model_dir is not None:
         command += ["--model-dir", os.fspath(model_dir)]
-    load_start = _load_avg()
+    load_start = load_avg()
     score_s, decode_s, decoded = [], [], None
     for i in range(runs):
         progress(f"run {i + 1} of {runs}: vqa score, then decoding every frame")
@@ -306,13 +306,13 @@ def command_study(clip: str | os.PathLike, *, runs: int = 3, model_dir: str | os
         import json
 
         decoded = json.loads(done.stdout.splitlines()[0])["frames"]
-        decode_s.append(_decode_floor(clip, plan_frames(info, "all"), cores)[0])
+        decode_s.append(decode_floor(clip, plan_frames(info, "all"), cores)[0])
     s, d = statistics.median(score_s), statistics.median(decode_s)
     return {"study": "command", "clip": {"path": clip, **info.to_dict()}, "cores": cores, "runs": runs,
             "vqa_score_s": round(s, 3), "decode_all_s": round(d, 3), "ratio": round(s / d, 3),
             "record_frames": decoded, "all_runs": {"vqa_score_s": [round(x, 3) for x in score_s],
                                                    "decode_all_s": [round(x, 3) for x in decode_s]},
-            "load_avg": {"start": load_start, "end": _load_avg()}, "note": NOISE_NOTE}
+            "load_avg": {"start": load_start, "end": load_avg()}, "note": NOISE_NOTE}
 
 
 def format_folder(result: dict) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .bench import NOISE_NOTE, ratio
-from .words import counted
+from ..words import counted
+from .common import NOISE_NOTE, ratio
 
 def table(headers: Sequence[str], rows: Sequence[Sequence], right: Sequence[bool]) -> list[str]:
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]

@@ -6,7 +6,7 @@ chart), then every frame is a pan and slow zoom over it with one cv2.warpAffine,
 shapes that move on their own. So rendering costs one warp per frame and the encoder sees
 what it sees in real footage: global motion, detail at every scale, occlusion edges.
 Deterministic for a given seed (x264 is deterministic for fixed options and thread count).
-``scripts/bench/make_bench_clip.py`` writes one from the command line; ``vqa.bench_folder`` makes
+``scripts/bench/make_bench_clip.py`` writes one from the command line; ``vqa.bench.folder`` makes
 its folders with it.
 """
 from __future__ import annotations
