@@ -11,7 +11,7 @@ import pytest
 from clips import textured_frames, write_clip
 
 import vqa
-import vqa.pipeline
+import vqa.scorer.local
 from vqa import Scorer
 from vqa.threads import plan_threads, usable_cores
 
@@ -136,22 +136,22 @@ def test_closed_scorer_refuses_work(tiny_clips):
 def test_vqa_score_reuses_a_process_wide_scorer(tiny_clips, monkeypatch):
     """vqa.score used to build a Scorer per call: hash the weights, compile, spawn."""
     made: list[Scorer] = []
-    real = vqa.pipeline.Scorer
+    real = vqa.scorer.local.Scorer
 
     class Counting(real):
         def __init__(self, *args, **options):
             super().__init__(*args, **options)
             made.append(self)
 
-    monkeypatch.setattr(vqa.pipeline, "Scorer", Counting)
+    monkeypatch.setattr(vqa.scorer.local, "Scorer", Counting)
     try:
         first = vqa.score(tiny_clips[0], workers=0, frames=8)
         second = vqa.score(tiny_clips[1], workers=0, frames=8)
         assert first.ok and second.ok
         assert len(made) == 1
-        assert vqa.pipeline.default_scorer(workers=0, frames=8) is made[0]
+        assert vqa.scorer.local.default_scorer(workers=0, frames=8) is made[0]
     finally:
-        vqa.pipeline._close_defaults()
+        vqa.scorer.local._close_defaults()
 
 
 # --- the thread budget ----------------------------------------------------------------------
@@ -182,13 +182,13 @@ def test_the_scorer_takes_the_budget(monkeypatch):
     """Before, workers came from os.cpu_count() and OpenVINO's threads were not set: on 2
     cores, 2 workers and 2 inference threads."""
     seen = {}
-    real = vqa.pipeline.open_inferencer
+    real = vqa.scorer.local.open_inferencer
 
     def spy(spec, **kw):
         seen.update(kw)
         return real(spec, **kw)
 
-    monkeypatch.setattr(vqa.pipeline, "open_inferencer", spy)
+    monkeypatch.setattr(vqa.scorer.local, "open_inferencer", spy)
     with Scorer(frames=8, cores=2) as scorer:
         assert (scorer.workers, scorer.threads) == (1, 1)
         assert seen["threads"] == 1

@@ -294,7 +294,7 @@ def test_vqa_score_keeps_the_scorers_of_a_few_option_sets(clip, monkeypatch):
     # A program that varied its options per call (frames, timeout_s) got a Scorer per option
     # set, each with its model and workers, kept to the end: 20 sets held 21 processes, 2.9 GB.
     import vqa
-    import vqa.pipeline as pipeline
+    import vqa.scorer.local as pipeline
 
     monkeypatch.setattr(pipeline, "DEFAULTS_KEPT", 2)
     made: list[Scorer] = []

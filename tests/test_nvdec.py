@@ -102,7 +102,7 @@ def test_nvdec_faults_fall_back_per_video(nvdec, clips, fault, words):
 
 
 def test_records_through_the_scorer_equal_pyavs(nvdec, clips):
-    from vqa.pipeline import Scorer
+    from vqa.scorer.local import Scorer
 
     records = {}
     for decoder in ("pyav", "nvdec"):
@@ -139,7 +139,7 @@ def test_hostile_inputs_get_the_records_pyav_gives(nvdec, tmp_path, validate_rec
     Scores are equal too, but where packets are corrupt: each decoder hides damage its own way."""
     from hostile import CASES
 
-    from vqa.pipeline import Scorer
+    from vqa.scorer.local import Scorer
 
     with Scorer(workers=0, decoder="pyav") as pyav, Scorer(workers=0, decoder="nvdec") as nv:
         for name, (make, *_) in CASES.items():
@@ -184,7 +184,7 @@ def test_nvdec_workers_beside_cpu_ones_make_the_cpu_records(nvdec, clips, tmp_pa
     """One CPU worker and one NVDEC worker (spawned: each imports the stand-in from a file, and
     notes its pid where it makes a decoder): every record is the one CPU workers alone make,
     VP9 included, whose hand-back to FFmpeg is no warning here; and the NVDEC worker did decode."""
-    from vqa.pipeline import Scorer
+    from vqa.scorer.local import Scorer
 
     log = tmp_path / "created.txt"
     shim = tmp_path / "shim"

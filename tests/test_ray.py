@@ -48,7 +48,7 @@ def test_ray_absent_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path):
 
 
 def test_ray_is_not_imported_unless_asked_for():
-    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.engine.ray; "
+    code = ("import sys, vqa, vqa.cli, vqa.job, vqa.scorer.ray; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=REPO))
 
@@ -56,7 +56,7 @@ def test_ray_is_not_imported_unless_asked_for():
 def test_a_path_only_the_driver_reads_names_the_node(tmp_path):
     from types import SimpleNamespace
 
-    from vqa.engine.ray import RayScorer
+    from vqa.scorer.ray import RayScorer
     from vqa.types import VideoScore
 
     here = tmp_path / "a.mp4"
@@ -103,7 +103,7 @@ def job(scorer, root, on_outcome=lambda n: None):
 
 
 def ray_scorer(**options):
-    from vqa.engine.ray import RayScorer
+    from vqa.scorer.ray import RayScorer
     return RayScorer(**options)
 
 

@@ -29,7 +29,7 @@ def test_a_decode_worker_imports_neither_the_engines_nor_a_decoder_it_was_not_gi
     """A spawned worker imports vqa.engine.worker (and so vqa): it needs the decoders and
     vqa.preprocess, not the options, the pipeline and the engines behind them."""
     mods = imported_after("import vqa.engine.worker")
-    assert not mods & {"vqa.config", "vqa.pipeline", "vqa.engine.pool", "vqa.infer", "vqa.job", *HEAVY}
+    assert not mods & {"vqa.config", "vqa.scorer.local", "vqa.engine.pool", "vqa.infer", "vqa.job", *HEAVY}
 
 
 def test_the_parent_imports_no_decoder_before_it_spawns_the_workers():
@@ -41,7 +41,7 @@ def test_the_parent_imports_no_decoder_before_it_spawns_the_workers():
 def test_the_public_names_load_on_first_use():
     for name in vqa.__all__:
         assert getattr(vqa, name) is not None and name in dir(vqa)
-    assert vqa.Scorer is vqa.pipeline.Scorer and vqa.ScoreOptions is vqa.config.ScoreOptions
+    assert vqa.Scorer is vqa.scorer.local.Scorer and vqa.ScoreOptions is vqa.config.ScoreOptions
     with pytest.raises(AttributeError):
         vqa.not_a_name  # noqa: B018
 

@@ -12,7 +12,7 @@ from fakes import FakeScorer, touch
 from vqa import Scorer
 from vqa.job import CHECKED, SCORED, run_job
 from vqa.inputs import Input
-from vqa.pipeline import LOOKAHEAD_PER_WORKER
+from vqa.scorer.local import LOOKAHEAD_PER_WORKER
 
 
 class Counted:

@@ -17,14 +17,14 @@ from .errors import BackendUnavailable, InputError, ModelError, UsageError, VQAE
 
 if TYPE_CHECKING:
     from .config import ScoreOptions
-    from .engines import open_scorer
-    from .pipeline import Scorer, score
+    from .scorer.by_engine import open_scorer
+    from .scorer.local import Scorer, score
     from .types import DEFECT_TYPES, Defect, VideoInfo, VideoScore
 
 __version__ = "0.1.0"
 
 # name -> the module that defines it
-_LAZY = {"ScoreOptions": "config", "open_scorer": "engines", "Scorer": "pipeline", "score": "pipeline",
+_LAZY = {"ScoreOptions": "config", "open_scorer": "scorer.by_engine", "Scorer": "scorer.local", "score": "scorer.local",
          "DEFECT_TYPES": "types", "Defect": "types", "VideoInfo": "types", "VideoScore": "types"}
 
 __all__ = ["BackendUnavailable", "DEFECT_TYPES", "Defect", "InputError", "ModelError", "ScoreOptions", "Scorer",

@@ -49,7 +49,7 @@ BACKEND_CHOICES = (*BACKENDS, AUTO_BACKEND)
 PRECISION_CHOICES = (*PRECISIONS, AUTO_PRECISION)
 # Backends whose inference runs off the CPU: the thread budget gives decoding the cores.
 GPU_BACKENDS = frozenset({"cuda"})
-ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.engines)
+ENGINES = ("local", "ray")  # open_scorer's engine="..." (vqa.scorer.by_engine)
 DECODERS = tuple(decode.KNOWN_BACKENDS)
 # Decoders whose workers get no address-space limit by default: CUDA reserves far more
 # virtual memory at start-up (tens of GiB, never resident) than any useful RLIMIT_AS.

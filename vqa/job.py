@@ -41,7 +41,7 @@ class Outcome:
 
 @runtime_checkable
 class ScorerLike(Protocol):
-    """What a job drives: ``vqa.Scorer``, ``vqa.engine.ray.RayScorer``, and the tests' fake.
+    """What a job drives: ``vqa.Scorer``, ``vqa.scorer.ray.RayScorer``, and the tests' fake.
 
     ``model`` and ``config`` are each record's ``model`` and ``config`` blocks (and make the
     job store's key); ``workers`` sizes the look-ahead."""
@@ -148,7 +148,7 @@ def report_collision(report: str, written: list[str | None], inputs) -> str | No
 
 
 def _open_scorer(options: ScoreOptions, **engine: Any) -> ScorerLike:
-    from vqa.engines import open_scorer  # the model stack (and Ray) only when a job runs
+    from vqa.scorer.by_engine import open_scorer  # the model stack (and Ray) only when a job runs
     return open_scorer(options, **engine)
 
 

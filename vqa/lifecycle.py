@@ -103,7 +103,7 @@ _exiting = False  # vqa's exit hooks have run
 
 
 def mark_exiting() -> None:
-    """Called by vqa's exit hook (vqa.pipeline), before it closes the default Scorers."""
+    """Called by vqa's exit hook (vqa.scorer.local), before it closes the default Scorers."""
     global _exiting
     _exiting = True
 

@@ -17,7 +17,7 @@ import time
 
 import ray
 
-from vqa.engine.ray import NodeScorer, RayScorer
+from vqa.scorer.ray import NodeScorer, RayScorer
 from vqa.job import run_job
 from vqa.jobstore import JobStore
 from vqa.types import VideoInfo, VideoScore

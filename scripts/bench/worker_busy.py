@@ -75,7 +75,7 @@ def _threads() -> dict[int, float]:
 
 
 def one_round(paths: list[str], backend: str, precision: str, workers: int) -> dict:
-    from vqa.pipeline import Scorer
+    from vqa.scorer.local import Scorer
 
     with Scorer(frames="default", workers=workers, backend=backend, precision=precision) as scorer:
         list(scorer.score_many(paths[:workers]))  # warm: workers have imported and opened a video

@@ -24,6 +24,9 @@ Content comes from scripts/model/content.py's split: train, val and test never s
 A set is a function of its clip count and seed (H.264 encodes aside: not bit-exact between
 machines), never of a deadline.
 
+Long because a clip's recipe (source, reference look, distortion mix, codec, labels) is one
+seeded plan: split, the parts would share its random stream and every kind's constants.
+
     python scripts/model/make_dataset.py --content .device/p_tv --out data/ --train 3240 --val 400
     python scripts/model/make_dataset.py --content .device/p_test --out data/ --test-ladders 30 --test 200
 """

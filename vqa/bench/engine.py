@@ -25,7 +25,7 @@ from pathlib import Path
 STARTUP_PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import vqa.pipeline, vqa.infer.openvino  # OpenVINO as the scorer imports it
+import vqa.scorer.local, vqa.infer.openvino  # OpenVINO as the scorer imports it
 from vqa.model import load_model_spec
 out = {"imports_s": time.perf_counter() - t0}
 if __name__ == "__main__":
@@ -105,7 +105,7 @@ def concurrency_study(clip: str | os.PathLike, *, threads: int = 8, per_thread: 
                       model_dir: str | os.PathLike | None = None, progress=lambda msg: None) -> dict:
     """Videos per second of ``threads`` threads x ``per_thread`` ``score`` calls on one Scorer,
     against one ``score_many`` over the same paths (the Scorer's default settings)."""
-    from ..pipeline import Scorer
+    from ..scorer.local import Scorer
 
     paths = [os.fspath(clip)] * (threads * per_thread)
     with Scorer(model_dir=model_dir) as scorer:
@@ -149,7 +149,7 @@ def _rss_mb() -> float | None:
 def streaming_study(n: int = 1_000_000, *, model_dir: str | os.PathLike | None = None,
                     progress=lambda msg: None) -> dict:
     """``score_many`` over a generator of ``n`` paths that do not exist."""
-    from ..pipeline import Scorer
+    from ..scorer.local import Scorer
 
     taken = [0]
 

@@ -107,7 +107,7 @@ def _warm(scorer) -> float:
 def score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
                   backend: tuple[str, str] | None = None, decoder: str | None = None,
                   batch_size: int | None = None) -> dict:
-    from ..pipeline import Scorer
+    from ..scorer.local import Scorer
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     if decoder is not None:

@@ -218,7 +218,7 @@ def _infer_floor(inferencer, views: np.ndarray, total: int, batch_size: int) -> 
 
 def _engine(path: str, spec: ModelSpec, frames, workers: int | None) -> tuple[float, dict]:
     """The Scorer with the settings `vqa score` uses (batch size, mode, workers, threads)."""
-    from ..pipeline import Scorer
+    from ..scorer.local import Scorer
 
     with Scorer(backend="openvino", frames=frames, workers=workers,
                 model_dir=spec.directory) as scorer:  # model loaded and workers started here

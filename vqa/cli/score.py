@@ -23,7 +23,7 @@ from vqa.words import counted
 
 def _make_scorer(options: ScoreOptions, **engine):
     # Imported here so `vqa --help` works without loading the model stack (or Ray).
-    from vqa.engines import open_scorer
+    from vqa.scorer.by_engine import open_scorer
     return open_scorer(options, **engine)
 
 

@@ -8,7 +8,7 @@ frame size (``MAX_PIXELS``, enforced by each backend at open), frames decoded
 (``MAX_DECODE_FRAMES``) and timeline read (``MAX_DURATION_S``). A cap that stops decoding is
 reported as a ``W_CAPPED`` warning, never silently.
 
-Over 400 lines because the read loop, the caps and the warnings it raises share one state
+Long because the read loop, the caps and the warnings it raises share one state
 (what was decoded, where, and why it stopped); split, each part would reach into the others.
 """
 from __future__ import annotations

@@ -96,11 +96,11 @@ class OpenCVReader(VideoReader):
         try:
             import av
 
-            from vqa.decode.pyav import _open_container, video_streams
+            from vqa.decode.pyav import open_container, video_streams
         except ImportError:
             return False
         try:
-            with _open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as c:
+            with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as c:
                 return bool(c.streams.video) and not video_streams(c)
         except av.error.FFmpegError:
             return False  # OpenCV's own open says what is wrong

@@ -1,5 +1,5 @@
 """Default decode backend: PyAV (FFmpeg's libraries), exact timestamps and keyframe seeking.
-(Over 400 lines: every defence below is FFmpeg-specific and belongs to this one reader.)
+Long because every defence below is FFmpeg-specific and belongs to this one reader.
 
 Untrusted files are opened defensively:
 
@@ -68,8 +68,8 @@ _END = object()  # the end of the stream, met while looking ahead
 _MP4_FIRST_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")  # what an MP4/MOV starts with
 
 
-def _open_container(source: str, *, max_pixels: int,
-                    headers_only: bool = False) -> av.container.InputContainer:
+def open_container(source: str, *, max_pixels: int,
+                   headers_only: bool = False) -> av.container.InputContainer:
     """Open ``source`` (``VideoReader.source``) through the file protocol alone, as one of
     ``VIDEO_FORMATS``.
 
@@ -161,7 +161,7 @@ class PyAVReader(VideoReader):
         """Keyframe times from the packets alone, through a second handle so decoding is
         undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
         try:
-            with _open_container(self.source, max_pixels=self.max_pixels,
+            with open_container(self.source, max_pixels=self.max_pixels,
                                  headers_only=True) as container:
                 stream = _video_stream(container)
                 times, pos = [], {}
@@ -179,7 +179,7 @@ class PyAVReader(VideoReader):
 
     def _open_checked(self, *, headers_only: bool) -> av.container.InputContainer:
         try:
-            return _open_container(self.source, max_pixels=self.max_pixels, headers_only=headers_only)
+            return open_container(self.source, max_pixels=self.max_pixels, headers_only=headers_only)
         except av.error.FileNotFoundError:
             raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
         except av.error.PermissionError:

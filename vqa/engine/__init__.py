@@ -8,5 +8,4 @@
     prestart.py   the first decode worker of `vqa score`, started before the command's imports
     messages.py   the typed tasks and messages between the two
     conclude.py   frames -> a record's counts, score, defects and warnings
-    ray.py        RayScorer: the same records from actors on a Ray cluster
 """

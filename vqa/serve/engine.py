@@ -27,7 +27,7 @@ Observe = Callable[[float], None]  # told each video's seconds from submit to re
 
 def open_engine(options: ScoreOptions):
     """The server's Scorer; raises VQAError (UsageError, ModelError, ...) as ``vqa score`` would."""
-    from vqa.engines import open_scorer
+    from vqa.scorer.by_engine import open_scorer
     return open_scorer(options)
 
 

@@ -19,17 +19,17 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from .config import ScoreOptions
-from .engine.base import Engine
-from .engine.local import LocalEngine
-from .engine.pool import PoolEngine
-from .engine.worker import guard_spawned_import
-from .infer import Inferencer, model_files, open_inferencer
-from .lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
+from ..config import ScoreOptions
+from ..engine.base import Engine
+from ..engine.local import LocalEngine
+from ..engine.pool import PoolEngine
+from ..engine.worker import guard_spawned_import
+from ..infer import Inferencer, model_files, open_inferencer
+from ..lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
                         refuse_when_exiting)
-from .inputs import path_arg, resolved_here
-from .model import load_model_spec
-from .types import VideoScore
+from ..inputs import path_arg, resolved_here
+from ..model import load_model_spec
+from ..types import VideoScore
 
 LOOKAHEAD_PER_WORKER = 4  # score_many keeps this many requests per worker ahead of its output
 

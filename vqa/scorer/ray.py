@@ -1,7 +1,7 @@
 """The same folder job on a Ray cluster: one actor per node, each holding a ``Scorer``.
 
     driver: run_job -> RayScorer.submit -> [least-loaded actor] -> NodeScorer (Ray actor)
-                                                                  -> Scorer (vqa.pipeline), unchanged
+                                                                  -> Scorer (vqa.scorer.local), unchanged
 
 Both ends take one ``ScoreOptions`` (vqa.config): checked and resolved once on the driver, and
 each actor resolves its own workers and threads from its share of its node's cores.
@@ -10,9 +10,8 @@ each actor resolves its own workers and threads from its share of its node's cor
 ``config``, ``workers``, ``close``), so resume, ``--retry-failed``, ``--fail-fast``, progress
 and the summary are the local job's own code. Ray Core only (actors and tasks): no Ray Data.
 
-One dispatcher thread in the driver owns every Ray call (over 400 lines for that reason:
-placement, hand-out, failure and shutdown all read and change the one actor table that thread
-owns; split into modules, each would reach into that table):
+One dispatcher thread in the driver owns every Ray call (placement, hand-out, failure and
+shutdown all read and change the one actor table that thread owns):
 
 - it keeps ``actors_per_node`` actors on each live node with CPUs (a node that joins gets
   its actors; one that leaves loses them), each sized to its share of the node's cores;
@@ -29,8 +28,9 @@ node's own ``E_NOT_FOUND``/``E_UNREADABLE`` with the node named in the message.
 
 Ray is imported only here, and only when a ``RayScorer`` is made (``engine="ray"``).
 
-Over 400 lines because the dispatcher thread (requests, actors, pings, retries) is one state
-machine that owns every Ray call; NodeScorer, the actor, is the first 50.
+Long because the dispatcher thread (requests, actors, pings, retries) is one state machine that
+owns every Ray call: split into modules, each would reach into its actor table. NodeScorer, the
+actor, is the first 50 lines.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class NodeScorer:
     """The actor: one ``Scorer`` sized to ``cores`` of its node. Made remote by ``RayScorer``."""
 
     def __init__(self, options: ScoreOptions, cores: int, cwd: str | None = None):
-        from ..pipeline import Scorer
+        from .local import Scorer
 
         # Relative paths mean what they mean to the driver (the same folders on every node),
         # also for the decode workers the Scorer spawns from here.
