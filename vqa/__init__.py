@@ -7,6 +7,18 @@
 The public names load on first use (PEP 562): a decode worker is a spawned process that
 imports ``vqa.engine.worker``, and so this package, and it needs neither the options, the
 pipeline nor the engines behind them (issue 18, start-up).
+
+The rooms, from a path to a record, each importing only from its own and the rooms above it
+in this list (tests/test_layout.py holds them to it):
+
+- words: errors, codes, types, words, threads, limits;
+- files and lifetimes: files, inputs (what a path may be), outputs, lifecycle, futures;
+- stages: decode/, sample, preprocess, infer/, model, aggregate, batch;
+- options: config (ScoreOptions);
+- engines: engine/ (in this process, or over decode workers);
+- the Scorer's front: scorer/ (Scorer, RayScorer, open_scorer);
+- records and jobs: report, report_html/, jobstore, job;
+- doors: this package's names, cli/, serve/, bench/.
 """
 from __future__ import annotations
 
