@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+# The checkout: the first folder up from here with both vqa/ and scripts/ (wherever tests/ keeps this file).
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "vqa").is_dir() and (p / "scripts").is_dir())
+SCRIPTS = ROOT / "scripts"
 
 
 def load(folder: str, name: str) -> ModuleType:
