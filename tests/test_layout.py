@@ -186,3 +186,28 @@ def test_a_module_over_450_lines_says_why_at_its_top():
             if not any(line.strip().startswith(LONG_MARK) and len(line.split()) > 3 for line in doc.splitlines()):
                 silent.append(f"{path.relative_to(ROOT)}: {lines} lines, no '{LONG_MARK} ...' line in its docstring")
     assert not silent, "\n".join(silent)
+
+
+# Tools removed on purpose (git keeps them): history may still name them.
+REMOVED_TOOLS = {"scripts/device_v4.sh", "scripts/device_v5.sh", "scripts/pair_check.py", "scripts/preprocess_ab.py"}
+
+
+def test_every_tool_the_project_names_in_scripts_exists():
+    """A path under scripts/ named in the docs, the package, the tests or the tools themselves is
+    a file there. History and the records of past runs (docs/history/, results/) keep the paths
+    they had when they ran."""
+    import re
+
+    named = re.compile(r"scripts/[a-z0-9_/.-]+?\.(?:py|sh|json)\b")
+    texts = [ROOT / "README.md", ROOT / "setup.cfg", ROOT / "pyproject.toml", *ROOT.glob("models/*.md"),
+             *ROOT.glob("docs/**/*.md"), *VQA.rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
+             *(p for p in (ROOT / "scripts").rglob("*") if p.suffix in (".py", ".sh"))]
+    missing = []
+    for path in texts:
+        if not path.is_file() or {"history", "results"} & set(path.relative_to(ROOT).parts):
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for found in named.findall(line):
+                if found not in REMOVED_TOOLS and not (ROOT / found).is_file():
+                    missing.append(f"{path.relative_to(ROOT)}:{number}: {found}")
+    assert not missing, "\n".join(missing)

@@ -487,7 +487,7 @@ gpu.close()"
   for r in $(seq 1 "${ROWS_ROUNDS:-2}"); do
     for which in old new; do
       dir=$PWD; [ "$which" = old ] && dir=/tmp/old_code
-      script=scripts/bench/infer_threads.py; [ -f "$dir/$script" ] || script=scripts/infer_threads.py  # an older layout
+      script=scripts/bench/infer_threads.py; [ -f "$dir/$script" ] || script=${script/bench\//}  # a checkout before scripts/ was split
       step "infer_rows_${which}_$r" 30 90 sh -c 'cd "$1" && shift && exec "$@" > /dev/null' - "$dir" \
         env PYTHONPATH="$SITE:$dir" "$PY" "$script" --backend cuda:fp16 --threads 1 \
         --batch-size 32 128 --mosaic-region 43 --out "/tmp/infer_rows_${which}_$r.json"
