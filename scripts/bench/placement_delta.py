@@ -27,7 +27,7 @@ from vqa.decode.base import KEYFRAME_SCAN_PACKETS
 from vqa.infer import open_inferencer
 from vqa.model import load_model_spec
 from vqa.engine.frames import batches
-from vqa.engine.local import _OneBuffer  # the in-process engine's own batch buffer
+from vqa.engine.local import OneBuffer  # the in-process engine's own batch buffer
 from vqa.sample import plan_frames
 
 BATCH = 4  # the default batch size (throughput mode)
@@ -47,7 +47,7 @@ def reencode(src: str, dst: str, gop: int) -> None:
 
 def score(path: str, plan, inferencer, spec) -> tuple[dict, int]:
     """The in-process engine's frame loop and aggregation (vqa.engine.local), with ``plan``."""
-    buffer = _OneBuffer(BATCH, spec.preprocessing.view)
+    buffer = OneBuffer(BATCH, spec.preprocessing.view)
     with open_video(path) as reader:
         info = reader.info
         frames = []

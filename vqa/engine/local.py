@@ -28,7 +28,7 @@ from .conclude import conclude
 from .frames import batches
 
 
-class _OneBuffer:
+class OneBuffer:
     """The frame loop's buffers in this process: one batch, reused once inference has read it."""
 
     def __init__(self, batch_size: int, view: int):
@@ -61,7 +61,7 @@ def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inf
 
 def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer, spec: ModelSpec
                 ) -> None:
-    buffer = _OneBuffer(options.batch_size, spec.preprocessing.view)
+    buffer = OneBuffer(options.batch_size, spec.preprocessing.view)
     with open_video(path, backend=options.decoder, threads=options.decode_threads) as reader:
         info = record.video = reader.info
         # A sampled plan is placed by the keyframes (vqa.sample); every frame needs none.
