@@ -10,7 +10,7 @@ import csv
 import json
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, TextIO
+from typing import Any, Mapping, Protocol
 
 from vqa.errors import UsageError
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
@@ -146,10 +146,18 @@ def format_defects(defects: list[Mapping[str, Any]]) -> str:
                     for d in defects)
 
 
+class TextSink(Protocol):
+    """What a writer needs of its stream: a text file, stdout, or vqa.outputs.RecordFile."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class Writer(ABC):
     """Streams records to ``stream``; use as a context manager so ``close()`` always runs."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         self.stream = stream
         self.closed = False
 
@@ -180,7 +188,7 @@ class JsonlWriter(Writer):
 class JsonWriter(Writer):
     """A JSON array, written element by element so memory stays flat; valid once closed."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         super().__init__(stream)
         self._count = 0
 
@@ -199,7 +207,7 @@ class JsonWriter(Writer):
 class CsvWriter(Writer):
     """Flat columns; the csv module quotes commas, quotes and newlines inside fields."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         super().__init__(stream)
         self._csv = csv.writer(stream, lineterminator="\n")
         # The csv module quotes only the line terminator's characters, so a lone carriage return
@@ -234,7 +242,7 @@ def _printable(text: str) -> str:
 class TableWriter(Writer):
     """One aligned line per video for people; ``path_width`` lines paths up when known."""
 
-    def __init__(self, stream: TextIO, *, path_width: int | None = None):
+    def __init__(self, stream: TextSink, *, path_width: int | None = None):
         super().__init__(stream)
         self.path_width = min(path_width or 0, 60)
 
@@ -257,7 +265,7 @@ class TableWriter(Writer):
         self.stream.flush()
 
 
-def open_writer(fmt: str, stream: TextIO, *, path_width: int | None = None) -> Writer:
+def open_writer(fmt: str, stream: TextSink, *, path_width: int | None = None) -> Writer:
     """Writer for ``fmt`` (one of ``FORMATS``). ``path_width`` only matters for "table"."""
     if fmt == "table":
         return TableWriter(stream, path_width=path_width)
