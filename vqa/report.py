@@ -10,7 +10,7 @@ import csv
 import json
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from vqa.errors import UsageError
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
@@ -171,7 +171,7 @@ class Writer(ABC):
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, exc_type, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         try:
             self.close()
         except OSError:
@@ -180,7 +180,7 @@ class Writer(ABC):
 
 
 class JsonlWriter(Writer):
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write(dumps(_as_dict(record)) + "\n")
         self.stream.flush()
 
@@ -192,13 +192,13 @@ class JsonWriter(Writer):
         super().__init__(stream)
         self._count = 0
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write("[\n  " if self._count == 0 else ",\n  ")
         self.stream.write(dumps(_as_dict(record)))
         self._count += 1
         self.stream.flush()
 
-    def close(self):
+    def close(self) -> None:
         if not self.closed:
             self.stream.write("[]\n" if self._count == 0 else "\n]\n")
         super().close()
@@ -228,7 +228,7 @@ class CsvWriter(Writer):
                 *(blank(video.get(k)) for k in _VIDEO_KEYS[5:]),
                 *(blank((d.get(obj) or {}).get(key)) for obj, keys in _NESTED.items() for key in keys)]
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         row = self.row(_as_dict(record))
         (self._quoted if any("\r" in v for v in row if isinstance(v, str)) else self._csv).writerow(row)
         self.stream.flush()
@@ -260,7 +260,7 @@ class TableWriter(Writer):
         return "".join([text.rstrip(), *(f"\n    warning: {_printable(w)}"
                                          for w in d.get("warnings") or [])]) + "\n"
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write(self.line(_as_dict(record)))
         self.stream.flush()
 
@@ -269,7 +269,8 @@ def open_writer(fmt: str, stream: TextSink, *, path_width: int | None = None) ->
     """Writer for ``fmt`` (one of ``FORMATS``). ``path_width`` only matters for "table"."""
     if fmt == "table":
         return TableWriter(stream, path_width=path_width)
-    writers = {"json": JsonWriter, "jsonl": JsonlWriter, "csv": CsvWriter}
+    writers: dict[str, Callable[[TextSink], Writer]] = {"json": JsonWriter, "jsonl": JsonlWriter,
+                                                        "csv": CsvWriter}
     if fmt not in writers:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return writers[fmt](stream)
