@@ -165,8 +165,8 @@ class OpenCVReader(VideoReader):
 
     def _seek(self, t_s: float) -> None:
         self._opened().release()
-        self._cap = cap = self._capture()
-        if not cap.isOpened():
+        self._cap = self._capture()
+        if not self._cap.isOpened():
             raise InputError(f"OpenCV cannot reopen {self.path!r}", code="E_DECODE")
 
     def _release(self) -> None:

@@ -271,8 +271,8 @@ class PyAVReader(VideoReader):
                             for s in self._container.streams}) or ["none"]
             raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
                              code="E_NO_VIDEO_STREAM")
-        headers = self._codec_context()
-        check_frame_size(self.path, headers.width, headers.height, self.max_pixels, what="declares")
+        declared = self._codec_context()
+        check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
         # The length from the packets, while this container reads headers and packets only.
         self._measurement = self._measure(self._container, _declared_duration(self._container))
         self._container.close()
@@ -315,13 +315,13 @@ class PyAVReader(VideoReader):
             width, height = height, width
         duration = _declared_duration(self._container)
         shown = _frames_shown(self._container, stream)
-        frame_count, declared = shown or round(duration * self._fps), shown > 0
+        frame_count, count_declared = shown or round(duration * self._fps), shown > 0
         measured = self._measured_length(duration)
         if measured is not None:
-            duration, frame_count, declared = measured
+            duration, frame_count, count_declared = measured
         return VideoInfo(
             width=width, height=height, fps=self._fps, duration_s=duration,
-            frame_count=frame_count, frame_count_declared=declared,
+            frame_count=frame_count, frame_count_declared=count_declared,
             codec=ctx.name, rotation=(90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
 

@@ -154,11 +154,12 @@ class Helper:
 
     def run(self, path: str, decoder: str, fingerprint: str, times: list[float]
             ) -> tuple[dict[float, bytes], str | None]:
-        conn = self._start() if self._proc is None or self._conn is None else self._conn
+        if self._conn is None:  # not running (the process and its pipe come and go together)
+            self._conn = self._start()
         try:
-            conn.send((path, decoder, fingerprint, times))
-            if conn.poll(self.timeout_s):
-                return conn.recv()
+            self._conn.send((path, decoder, fingerprint, times))
+            if self._conn.poll(self.timeout_s):
+                return self._conn.recv()
             problem = f"E_TIMEOUT: decoding went past {self.timeout_s:g} s"
         except (EOFError, OSError):
             problem = "E_WORKER_CRASH: the decoder died on it"
