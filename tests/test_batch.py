@@ -94,6 +94,16 @@ def test_close_unlinks_the_segment():
     assert not path.exists()
 
 
+def test_a_closed_ring_says_it_is_closed():
+    ring = BatchRing(slots=2, batch_size=1)
+    writer = RingWriter(ring.spec)
+    writer.close()
+    ring.close()
+    for read in (lambda: ring.array, lambda: ring.views(0, 1), lambda: writer.slot(0)):
+        with pytest.raises(ValueError, match="closed"):  # not TypeError on None
+            read()
+
+
 def test_close_after_a_writer_attached_still_unlinks():
     ring = BatchRing(slots=2, batch_size=1)
     writer = RingWriter(ring.spec)

@@ -231,6 +231,18 @@ def test_close_and_threads(clips, backend):
         open_video(clips["short"], backend=backend, threads=0)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_under_way_when_the_reader_closes_says_it_is_closed(clips, backend):
+    # Runs 10 s apart: the next one is reached by a seek (or by decoding on), after the close.
+    plan = SamplePlan("count", (Run(0.0, 1, 0.0, 2.5), Run(10.0, 1, 10.0, 12.5)), 2)
+    with open_video(clips["long"], backend=backend) as reader:
+        frames = reader.read(plan)
+        next(frames)
+        reader.close()
+        with pytest.raises(UsageError, match="is closed"):  # not AttributeError on None
+            next(frames)
+
+
 def test_open_video_backend_names(clips, monkeypatch):
     with pytest.raises(UsageError, match="pyav"):
         open_video(clips["short"], backend="ffmpeg-cli")

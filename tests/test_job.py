@@ -181,6 +181,13 @@ def test_run_job_commits_before_yielding(tmp_path):
         assert again[0].record == first.record
 
 
+def test_a_closed_store_says_it_is_closed(tmp_path):
+    store = JobStore(str(tmp_path / "j.db"))
+    store.close()
+    with pytest.raises(ValueError, match="is closed"):  # not AttributeError on None
+        store.count()
+
+
 # --- filenames are data -----------------------------------------------------------------
 
 ODD_NAMES = [b"caf\xe9 latin-1.mp4", b"new\nline.mp4", b"tab\tand, comma \"quoted\".mp4",

@@ -62,44 +62,48 @@ class BatchRing:
     def __init__(self, *, slots: int, batch_size: int, view: int = VIEW, mosaic_side: int = 0):
         spec = RingSpec("", slots, batch_size, view, mosaic_side)
         size = slots * spec.slot_bytes
+        self._shm: shared_memory.SharedMemory | None
         try:
-            self._shm = shared_memory.SharedMemory(create=True, size=size)
+            self._shm = shm = shared_memory.SharedMemory(create=True, size=size)
         except OSError as e:
             raise ResourceError(shm_shortage(size, e)) from None
         try:
-            _reserve(self._shm, size)
+            _reserve(shm, size)
         except BaseException:
-            self._shm.close()
-            self._shm.unlink()
+            shm.close()
+            shm.unlink()
             raise
-        self.spec = RingSpec(self._shm.name, slots, batch_size, view, mosaic_side)
+        self.spec = RingSpec(shm.name, slots, batch_size, view, mosaic_side)
         self._pid = os.getpid()  # only this process unlinks it (a forked child's copy never does)
-        self._array = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=self._shm.buf)
+        self._array: np.ndarray | None = np.ndarray((slots, *self.spec.slot_shape), np.uint8, buffer=shm.buf)
 
     @property
     def array(self) -> np.ndarray:
         """Every slot, (slots, *slot_shape): the whole segment, for ``Inferencer.pin``."""
+        if self._array is None:  # closed: its memory is gone
+            raise ValueError("the batch ring is closed")
         return self._array
 
     def views(self, slot: int, count: int) -> np.ndarray:
         """A slot's first ``count`` views, (count, V, V, 3), where rows hold views alone."""
         assert not self.spec.mosaic_side, "a ring of mosaic rows: read rows() and FrameMeta.cut"
-        return self._array[slot, :count]
+        return self.array[slot, :count]
 
     def rows(self, slot: int, count: int) -> np.ndarray:
         """A slot's first ``count`` rows as flat bytes, (count, row bytes)."""
-        return self._array[slot, :count].reshape(count, -1)
+        return self.array[slot, :count].reshape(count, -1)
 
     def close(self) -> None:
-        if self._shm is None:
+        shm = self._shm
+        if shm is None:
             return
         self._array = None  # drop the exported buffer before closing the mapping
-        self._shm.close()
+        shm.close()
         if os.getpid() != self._pid:
             self._shm = None
             return
         try:
-            self._shm.unlink()
+            shm.unlink()
         except FileNotFoundError:
             pass  # already gone: a worker that failed to attach unlinks it (CPython's SharedMemory)
         self._shm = None
@@ -107,7 +111,7 @@ class BatchRing:
     def __enter__(self) -> BatchRing:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -162,9 +166,12 @@ class RingWriter:
     def __init__(self, spec: RingSpec):
         self.spec = spec
         self._shm = shared_memory.SharedMemory(name=spec.name)
-        self._array = np.ndarray((spec.slots, *spec.slot_shape), np.uint8, buffer=self._shm.buf)
+        self._array: np.ndarray | None = np.ndarray((spec.slots, *spec.slot_shape), np.uint8,
+                                                    buffer=self._shm.buf)
 
     def slot(self, slot: int) -> np.ndarray:
+        if self._array is None:  # closed: its memory is gone
+            raise ValueError("the batch ring is closed")
         return self._array[slot]
 
     def close(self) -> None:

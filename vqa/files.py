@@ -39,12 +39,12 @@ class FoundPath(str):
     __slots__ = ("root",)
     root: str
 
-    def __new__(cls, path: str, root: str):
+    def __new__(cls, path: str, root: str) -> FoundPath:
         self = super().__new__(cls, path)
         self.root = root
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[FoundPath], tuple[str, str]]:
         return (FoundPath, (str(self), self.root))
 
 

@@ -85,7 +85,8 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def walk_videos(folder: str, *, patterns: Iterable[str] | None = None, on_error=None) -> list[str]:
+def walk_videos(folder: str, *, patterns: Iterable[str] | None = None,
+                on_error: Callable[[str, OSError], None] | None = None) -> list[str]:
     """Files under ``folder`` whose names match, recursively, sorted by path.
 
     Symlinked directories are not followed; symlinks to files are listed (``expand_inputs``
@@ -179,7 +180,8 @@ def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | Non
                 else:
                     found.append(Input(FoundPath(v, root_real)))
             for item in unreadable:
-                warn(item.error[1])
+                if item.error is not None:  # each has one: it was made for its error
+                    warn(item.error[1])
             inputs.extend(sorted(found + unreadable, key=lambda i: i.path))
         elif not os.path.lexists(p):
             problem = missing(p)  # the rule the decoder's open applies too

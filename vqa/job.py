@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from vqa import outputs
 from vqa.config import ScoreOptions
 from vqa.errors import OutputError, UsageError
 from vqa.inputs import Input, expand_inputs
 from vqa.jobstore import Identity, JobStore, config_key, default_db_path
-from vqa.report import open_writer
+from vqa.report import TextSink, open_writer
 from vqa.types import VideoScore
 
 SCORED, STORED, CHECKED = "scored", "stored", "checked"
@@ -198,7 +198,7 @@ class FolderJob:
         self._engine, self._make_scorer = dict(engine or {}), make_scorer
         self.store: JobStore | None = None
         self.scorer: ScorerLike | None = None
-        self._stream: TextIO | None = None
+        self._stream: TextSink | None = None
         self._output = ExitStack()  # the output file: put in place by run(), where a failure is E_OUTPUT
         self._started = False
 

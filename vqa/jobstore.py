@@ -24,10 +24,13 @@ import sqlite3
 import stat
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vqa.errors import InputError, OutputError, UsageError
 from vqa.files import bad_path, fingerprint, open_input
+
+if TYPE_CHECKING:  # for annotations only: the store is opened before numpy is needed
+    from vqa.types import VideoInfo
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """
@@ -86,7 +89,7 @@ class Identity:
             os.close(opened.fd)
 
     @classmethod
-    def of_opened(cls, path: str, video) -> Identity | None:
+    def of_opened(cls, path: str, video: VideoInfo | None) -> Identity | None:
         """The identity of the file a decoder opened to make a record (``VideoInfo``), or None
         when the record does not say (it failed before the file was read)."""
         if video is None or not getattr(video, "fingerprint", ""):
@@ -120,7 +123,7 @@ class JobStore:
         """``follow_links=False`` for a name vqa derived (OUTPUT.vqa.db): a link planted there
         is refused, never written through, as at every other name vqa makes."""
         self.path = path
-        self._db = None
+        self._db: sqlite3.Connection | None = None
         from vqa.outputs import derived_path
         if derived_path(path, "-journal") != path + "-journal":
             raise UsageError(f"the job store's name {os.path.basename(path)!r} is too long: SQLite adds "
@@ -197,14 +200,19 @@ class JobStore:
             raise UsageError(f"{path} is not a vqa job store (it holds tables {', '.join(tables)}"
                              f"{'' if tables != ['results'] else ' with other columns'}); pass another --db")
 
+    def _open_db(self) -> sqlite3.Connection:
+        if self._db is None:  # as a closed file's methods say
+            raise ValueError(f"the job store {self.path} is closed")
+        return self._db
+
     def _db_close_quietly(self) -> None:
         db, self._db = self._db, None
         if db is not None:
             db.close()
 
-    def _lookup(self, column: str, identity: Identity, config: str):
+    def _lookup(self, column: str, identity: Identity, config: str) -> Any:
         try:
-            row = self._db.execute(
+            row = self._open_db().execute(
                 f"SELECT {column} FROM results WHERE path=? AND size=? AND mtime_ns=? AND fingerprint=? AND config=?",
                 (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config)).fetchone()
         except sqlite3.DatabaseError as e:  # damaged since it was opened, or an I/O error
@@ -222,7 +230,7 @@ class JobStore:
     def put(self, identity: Identity, config: str, record: dict[str, Any]) -> None:
         """Store ``record``; a full disk (or any write failure) is ``OutputError`` (E_OUTPUT)."""
         try:
-            self._db.execute(
+            self._open_db().execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (identity.path, identity.size, identity.mtime_ns, identity.fingerprint, config,
                  record["status"], json.dumps(record, ensure_ascii=True), time.time()))
@@ -236,7 +244,7 @@ class JobStore:
         return OutputError(f"cannot {verb} the job store {self.path}: {e}{hint}")
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return self._open_db().execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self) -> None:
         try:
@@ -247,5 +255,5 @@ class JobStore:
     def __enter__(self) -> JobStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

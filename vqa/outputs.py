@@ -30,9 +30,13 @@ import re
 import stat
 import sys
 from contextlib import contextmanager, suppress
-from typing import Iterator, TextIO
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from vqa.errors import OutputError, UsageError
+
+if TYPE_CHECKING:  # for annotations only: no import of the writers or the input rules here
+    from vqa.inputs import Input
+    from vqa.report import TextSink
 
 PARTIAL_SUFFIX = ".vqa-partial"  # OUTPUT is written as OUTPUT.vqa-partial, then renamed
 NAME_MAX = 255  # bytes in one file name, when the file system does not say
@@ -76,7 +80,7 @@ def partial_path(path: str) -> str:
     return derived_path(path, PARTIAL_SUFFIX)
 
 
-def file_key(path: str):
+def file_key(path: str) -> tuple[str, int, int] | tuple[str, str]:
     """What ``path`` names: (device, inode) of the file it leads to, or its real path if none."""
     try:
         st = os.stat(path)
@@ -85,10 +89,10 @@ def file_key(path: str):
         return ("path", os.path.realpath(path))
 
 
-def collision(output: str | None, db: str | None, inputs) -> str | None:
+def collision(output: str | None, db: str | None, inputs: Iterable[Input]) -> str | None:
     """Why the output file and the job store cannot be written as asked, or None: they are one
     file, or one of them is an input (writing would destroy it)."""
-    written = {}
+    written: dict[tuple[str, int, int] | tuple[str, str], str] = {}
     if output is not None:
         written[file_key(output)] = f"--output {output}"
     if db is not None:
@@ -324,7 +328,7 @@ def _closing(f: RecordFile) -> Iterator[None]:
 
 
 @contextmanager
-def open_output(output: str | None) -> Iterator[TextIO]:
+def open_output(output: str | None) -> Iterator[TextSink]:
     """stdout (left open) or a file put in place by ``open_destination``, kept on an error.
     Redirected stdout that is a regular file keeps whole records too."""
     if output not in (None, "-"):

@@ -10,7 +10,7 @@ import csv
 import json
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, TextIO
+from typing import Any, Callable, Mapping, Protocol
 
 from vqa.errors import UsageError
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
@@ -146,10 +146,18 @@ def format_defects(defects: list[Mapping[str, Any]]) -> str:
                     for d in defects)
 
 
+class TextSink(Protocol):
+    """What a writer needs of its stream: a text file, stdout, or vqa.outputs.RecordFile."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class Writer(ABC):
     """Streams records to ``stream``; use as a context manager so ``close()`` always runs."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         self.stream = stream
         self.closed = False
 
@@ -163,7 +171,7 @@ class Writer(ABC):
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, exc_type, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         try:
             self.close()
         except OSError:
@@ -172,7 +180,7 @@ class Writer(ABC):
 
 
 class JsonlWriter(Writer):
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write(dumps(_as_dict(record)) + "\n")
         self.stream.flush()
 
@@ -180,17 +188,17 @@ class JsonlWriter(Writer):
 class JsonWriter(Writer):
     """A JSON array, written element by element so memory stays flat; valid once closed."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         super().__init__(stream)
         self._count = 0
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write("[\n  " if self._count == 0 else ",\n  ")
         self.stream.write(dumps(_as_dict(record)))
         self._count += 1
         self.stream.flush()
 
-    def close(self):
+    def close(self) -> None:
         if not self.closed:
             self.stream.write("[]\n" if self._count == 0 else "\n]\n")
         super().close()
@@ -199,7 +207,7 @@ class JsonWriter(Writer):
 class CsvWriter(Writer):
     """Flat columns; the csv module quotes commas, quotes and newlines inside fields."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextSink):
         super().__init__(stream)
         self._csv = csv.writer(stream, lineterminator="\n")
         # The csv module quotes only the line terminator's characters, so a lone carriage return
@@ -220,7 +228,7 @@ class CsvWriter(Writer):
                 *(blank(video.get(k)) for k in _VIDEO_KEYS[5:]),
                 *(blank((d.get(obj) or {}).get(key)) for obj, keys in _NESTED.items() for key in keys)]
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         row = self.row(_as_dict(record))
         (self._quoted if any("\r" in v for v in row if isinstance(v, str)) else self._csv).writerow(row)
         self.stream.flush()
@@ -234,7 +242,7 @@ def _printable(text: str) -> str:
 class TableWriter(Writer):
     """One aligned line per video for people; ``path_width`` lines paths up when known."""
 
-    def __init__(self, stream: TextIO, *, path_width: int | None = None):
+    def __init__(self, stream: TextSink, *, path_width: int | None = None):
         super().__init__(stream)
         self.path_width = min(path_width or 0, 60)
 
@@ -252,16 +260,17 @@ class TableWriter(Writer):
         return "".join([text.rstrip(), *(f"\n    warning: {_printable(w)}"
                                          for w in d.get("warnings") or [])]) + "\n"
 
-    def write(self, record):
+    def write(self, record: VideoScore | Mapping[str, Any]) -> None:
         self.stream.write(self.line(_as_dict(record)))
         self.stream.flush()
 
 
-def open_writer(fmt: str, stream: TextIO, *, path_width: int | None = None) -> Writer:
+def open_writer(fmt: str, stream: TextSink, *, path_width: int | None = None) -> Writer:
     """Writer for ``fmt`` (one of ``FORMATS``). ``path_width`` only matters for "table"."""
     if fmt == "table":
         return TableWriter(stream, path_width=path_width)
-    writers = {"json": JsonWriter, "jsonl": JsonlWriter, "csv": CsvWriter}
+    writers: dict[str, Callable[[TextSink], Writer]] = {"json": JsonWriter, "jsonl": JsonlWriter,
+                                                        "csv": CsvWriter}
     if fmt not in writers:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return writers[fmt](stream)

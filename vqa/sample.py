@@ -162,6 +162,6 @@ def split_plan(plan: SamplePlan, parts: int, *, keyframes_s: Sequence[float] | N
     allowed = [j for j in range(1, len(plan.runs)) if keyframes_s is None or any(
         plan.runs[j - 1].start_s < k <= plan.runs[j].start_s + 1e-6 for k in keyframes_s)]
     n = len(plan.runs)
-    cuts = sorted({min(allowed, key=lambda j: abs(j - n * i / parts)) for i in range(1, parts)} if allowed else set())
-    bounds = [0, *cuts, n]
+    firsts = sorted({min(allowed, key=lambda j: abs(j - n * i / parts)) for i in range(1, parts)} if allowed else set())
+    bounds = [0, *firsts, n]
     return plan, [(SamplePlan(plan.mode, plan.runs[a:b], plan.requested), a) for a, b in zip(bounds, bounds[1:])]

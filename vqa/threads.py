@@ -61,9 +61,9 @@ def _cgroup_quota(root: Path = CGROUP_ROOT) -> float | None:
     except (OSError, ValueError):
         pass
     try:  # cgroup v1
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return None if quota <= 0 or period <= 0 else quota / period
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
     except (OSError, ValueError):
         return None
 
@@ -114,14 +114,15 @@ def plan_threads(*, workers: int | None = None, inference_threads: int | None = 
         inference_threads = 1
         if workers is None:
             workers = cores
-    if workers is None and inference_threads is None:
-        # inference is the heavier stage per frame, unless it runs in bfloat16
-        inference_threads = max(1, cores // 3) if light_inference else (cores + 1) // 2
-        workers = max(1, cores - inference_threads)
+    if inference_threads is None:
+        if workers is None:
+            # inference is the heavier stage per frame, unless it runs in bfloat16
+            inference_threads = max(1, cores // 3) if light_inference else (cores + 1) // 2
+            workers = max(1, cores - inference_threads)
+        else:
+            inference_threads = max(1, cores - workers)
     elif workers is None:
         workers = max(1, cores - inference_threads)
-    elif inference_threads is None:
-        inference_threads = max(1, cores - workers)
     return ThreadBudget(cores, workers, inference_threads, 1)
 
 

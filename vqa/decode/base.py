@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from vqa.errors import InputError, UsageError
-from vqa.files import bad_path, fingerprint, has_proc_fd, missing, open_input
+from vqa.files import OpenedFile, bad_path, fingerprint, has_proc_fd, missing, open_input
 from vqa.limits import decode_budget_frames
 from vqa.types import Frame, Run, SamplePlan, VideoInfo
 
@@ -121,7 +121,7 @@ def check_aspect(path: str, width: int, height: int) -> None:
             "refused (no real video is shaped so)", code="E_ASPECT_RATIO")
 
 
-def _positive(name: str, value: object, kind: type | tuple[type, ...]) -> None:
+def _positive(name: str, value: object, kind: type[int] | tuple[type[int], type[float]]) -> None:
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
         raise UsageError(f"{name} must be a number > 0, got {value!r}")
 
@@ -195,9 +195,8 @@ class VideoReader(ABC):
         # stops (``LastFrames``), or None where more decoding follows. A backend may then drain
         # its decoder for them instead of decoding packets whose frames nobody takes.
         self._last_frames: LastFrames | None = None
-        self._file = None
         # Opened once and checked (vqa.files); the backend reads this descriptor, not the path.
-        self._file = open_input(self.path)
+        self._file: OpenedFile = open_input(self.path)
         try:
             info = self._open()
             check_aspect(self.path, info.width, info.height)
@@ -336,6 +335,7 @@ class VideoReader(ABC):
         # An open run of a sampled plan (the header said the video is that short) takes no more
         # than the plan asked for, whatever the stream holds.
         limit = run.count or self._open_run_limit
+        pts: float | None
         while limit is None or taken < limit:
             if pending is not None:
                 pts, pending = pending, None
@@ -441,8 +441,7 @@ class VideoReader(ABC):
             try:
                 self._release()
             finally:
-                if self._file is not None:
-                    os.close(self._file.fd)
+                os.close(self._file.fd)
 
     def __enter__(self) -> VideoReader:
         return self

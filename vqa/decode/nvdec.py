@@ -118,6 +118,7 @@ class NvdecReader(PyAVReader):
         if self._nv is not None and self._fed:
             # After a seek the decoder must forget the pictures it holds. Draining it (the end
             # of stream) does, at a fraction of a new decoder's cost (32 ms each on the H200).
+            assert self._bsf is not None  # made with the decoder (_start), dropped with it
             self._bsf.flush()
             self._nv_decode(None)
             self._fed = False
@@ -125,13 +126,15 @@ class NvdecReader(PyAVReader):
     def _decode_packet(self, packet: av.Packet) -> list[av.VideoFrame]:
         if self._nv is None:
             return packet.decode()
+        bsf = self._bsf
+        assert bsf is not None  # made with the decoder (_start), dropped with it (_fall_back)
         try:
             frames: list[av.VideoFrame] = []
             if packet.size:
-                for p in self._bsf.filter(packet):
+                for p in bsf.filter(packet):
                     frames += self._nv_decode(p)
             else:  # PyAV's flush packet at the end of the stream: drain the filter and NVDEC
-                for p in self._bsf.filter(None):
+                for p in bsf.filter(None):
                     frames += self._nv_decode(p)
                 frames += self._nv_decode(None)
             return frames
@@ -141,9 +144,10 @@ class NvdecReader(PyAVReader):
             raise ValueError(f"NVDEC: {type(exc).__name__}: {exc}") from exc
 
     def _nv_decode(self, packet: av.Packet | None) -> list[av.VideoFrame]:
-        data = None if packet is None else np.frombuffer(packet, dtype=np.uint8)
+        # Through memoryview: numpy's stub for Python 3.11 lists buffer types, not the protocol.
+        data = None if packet is None else np.frombuffer(memoryview(packet), dtype=np.uint8)
         nv_packet = nvc.PacketData()
-        if data is not None and data.size:
+        if packet is not None and data is not None and data.size:
             nv_packet.bsl_data = data.ctypes.data  # ``data`` stays alive until Decode returns
             nv_packet.bsl = data.size
             pts = packet.pts if packet.pts is not None else packet.dts

@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 
 from vqa.decode.base import MAX_ASPECT_RATIO, VIDEO_FORMATS, VideoReader, check_frame_size
-from vqa.errors import InputError
+from vqa.errors import InputError, UsageError
 from vqa.types import VideoInfo
 
 # FFmpeg inside OpenCV logs every broken packet to stderr, over the progress bar and the
@@ -143,13 +143,19 @@ class OpenCVReader(VideoReader):
             pixel_format=_fourcc(get(cv2.CAP_PROP_CODEC_PIXEL_FORMAT)),
         )
 
+    def _opened(self) -> cv2.VideoCapture:
+        if self._cap is None:  # closed while a read was under way
+            raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
+        return self._cap
+
     def _grab(self) -> float | None:
-        if not self._cap.grab():
+        cap = self._opened()
+        if not cap.grab():
             return None
-        return self._cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0  # pts of the grabbed frame
+        return cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0  # pts of the grabbed frame
 
     def _retrieve(self) -> np.ndarray | None:
-        ok, bgr = self._cap.retrieve()
+        ok, bgr = self._opened().retrieve()
         if not ok or bgr is None:
             return None
         rgb = cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB if bgr.ndim == 2 else cv2.COLOR_BGR2RGB)
@@ -158,7 +164,7 @@ class OpenCVReader(VideoReader):
         return rgb
 
     def _seek(self, t_s: float) -> None:
-        self._cap.release()
+        self._opened().release()
         self._cap = self._capture()
         if not self._cap.isOpened():
             raise InputError(f"OpenCV cannot reopen {self.path!r}", code="E_DECODE")

@@ -25,14 +25,20 @@ from typing import ClassVar
 
 import av
 import numpy as np
+from av.video.codeccontext import VideoCodecContext
 from av.video.reformatter import VideoReformatter
+from av.video.stream import VideoStream
 
 from vqa.decode.base import (MAX_ASPECT_RATIO, PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS,
                              VideoReader, check_frame_size)
 from vqa.decode.fields import deinterlace
 from vqa.decode.hdr import HDR_TRANSFERS, to_sdr
-from vqa.errors import InputError
+from vqa.errors import InputError, UsageError
 from vqa.types import VideoInfo
+
+# What PyAVReader._measure found: (end_s, packets counted, ended, estimate_s, packets read,
+# the start the times count from).
+_Measurement = tuple[float | None, int | None, bool, float, int, float]
 
 # Packets in a row that fail to demux or decode before the rest of the stream is given up.
 MAX_CONSECUTIVE_DECODE_ERRORS = 16
@@ -88,13 +94,13 @@ def open_container(source: str, *, max_pixels: int,
 ATTACHED_PIC = 0x0400  # AV_DISPOSITION_ATTACHED_PIC, stable across FFmpeg versions
 
 
-def video_streams(container: av.container.InputContainer) -> list:
+def video_streams(container: av.container.InputContainer) -> list[VideoStream]:
     """The container's video streams, less attached pictures: cover art in an audio file (or a
     thumbnail in a video) is one still image that FFmpeg lists as a video stream."""
     return [s for s in container.streams.video if not int(s.disposition) & ATTACHED_PIC]
 
 
-def _video_stream(container: av.container.InputContainer):
+def _video_stream(container: av.container.InputContainer) -> VideoStream:
     """The video stream a player plays (``video_streams``); IndexError when there is none.
     Of several, FFmpeg's choice (av_find_best_stream: the default one, then one of more than
     one frame, then the higher bitrate): a poster muxed as a one-frame track before the video
@@ -122,7 +128,7 @@ def _declared_duration(container: av.container.InputContainer) -> float:
     return 0.0
 
 
-def _frames_shown(container: av.container.InputContainer, stream) -> int:
+def _frames_shown(container: av.container.InputContainer, stream: VideoStream) -> int:
     """The frames the stream declares, less those an MP4/MOV edit list hides: a clip trimmed
     without re-encoding (``ffmpeg -ss 5 -c copy``) keeps the frames before the cut back to a
     keyframe, for the decoder, flagged to be dropped (and FFmpeg leaves out those it does not
@@ -149,7 +155,7 @@ class PyAVReader(VideoReader):
 
     _container: av.container.InputContainer | None = None
     _reformatter: VideoReformatter | None = None  # one per reader (``_retrieve``)
-    _measurement = None  # what _measure found, read at open
+    _measurement: _Measurement | None = None  # what _measure found, read at open
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
     _drains = True  # False once a drain gave other frames than the packets promised
@@ -188,7 +194,7 @@ class PyAVReader(VideoReader):
         except av.error.FFmpegError as exc:
             raise InputError(f"{self.path!r} {self._what_was_found(exc.strerror)}", code="E_NOT_VIDEO") from None
 
-    def _what_was_found(self, strerror: str) -> str:
+    def _what_was_found(self, strerror: str | None) -> str:
         """Why FFmpeg would not open the file, told from its first bytes: the user reads what
         was found (an MP4 with no index, a playlist), not a list of what might have been."""
         try:
@@ -243,8 +249,14 @@ class PyAVReader(VideoReader):
                              "(an interrupted upload or copy) or is still being written; the whole file is needed",
                              code="E_NOT_VIDEO")
 
-    def _codec_context(self) -> av.codec.context.CodecContext:
-        ctx = _video_stream(self._container).codec_context
+    def _input(self) -> av.container.InputContainer:
+        """The open container; UsageError once the reader was closed (a read under way)."""
+        if self._container is None:
+            raise UsageError(f"{type(self).__name__} for {self.path!r} is closed")
+        return self._container
+
+    def _codec_context(self) -> VideoCodecContext:
+        ctx = _video_stream(self._input()).codec_context
         if ctx is None:  # PyAV has no context where FFmpeg has no decoder for the codec id
             self._refuse_cut_index()
             raise InputError(f"{self.path!r}: FFmpeg has no decoder for its video codec", code="E_DECODE")
@@ -303,13 +315,13 @@ class PyAVReader(VideoReader):
             width, height = height, width
         duration = _declared_duration(self._container)
         shown = _frames_shown(self._container, stream)
-        frame_count, declared = shown or round(duration * self._fps), shown > 0
+        frame_count, count_declared = shown or round(duration * self._fps), shown > 0
         measured = self._measured_length(duration)
         if measured is not None:
-            duration, frame_count, declared = measured
+            duration, frame_count, count_declared = measured
         return VideoInfo(
             width=width, height=height, fps=self._fps, duration_s=duration,
-            frame_count=frame_count, frame_count_declared=declared,
+            frame_count=frame_count, frame_count_declared=count_declared,
             codec=ctx.name, rotation=(90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
 
@@ -351,7 +363,7 @@ class PyAVReader(VideoReader):
                    f"{end_s:.3f} s, about {length:.0f} s by its size: the plan follows that estimate")
         return length, round(length * fps), False
 
-    def _measure(self, container: av.container.InputContainer, declared_s: float):
+    def _measure(self, container: av.container.InputContainer, declared_s: float) -> _Measurement | None:
         """Demux (never decode) the video packets of ``container`` from near the declared end,
         or from the start, for at most MEASURE_MAX_PACKETS / MEASURE_MAX_BYTES: (end_s or None
         without timestamps, packets counted from the start or None, whether the stream ended,
@@ -370,7 +382,11 @@ class PyAVReader(VideoReader):
                 except av.error.FFmpegError:
                     pass  # cannot seek (raw streams): count from the start
             count = size = 0
-            end_s = first_pos = last_pos = first_s = last_t = None
+            end_s: float | None = None
+            first_s: float | None = None
+            last_t: float | None = None
+            first_pos: int | None = None
+            last_pos: int | None = None
             eof = True
             for packet in container.demux(stream):
                 if packet.size == 0 and packet.pts is None and packet.dts is None:
@@ -398,7 +414,7 @@ class PyAVReader(VideoReader):
             return None
         if count == 0 or (end_s is None and not from_start):
             return None
-        estimate_s = end_s
+        estimate_s: float
         if not eof and last_pos and first_pos is not None and last_pos > first_pos:
             if end_s is None:  # no clock: the share of the file read, for the caller to scale by
                 estimate_s = self._file.size_bytes / last_pos
@@ -407,12 +423,14 @@ class PyAVReader(VideoReader):
                 estimate_s = end_s + rate * max(0, self._file.size_bytes - last_pos)
         elif end_s is None:
             estimate_s = 1.0
+        else:
+            estimate_s = end_s
         return (end_s, count if from_start and eof else None, eof, estimate_s, count if from_start else 0,
                 float(start_pts * time_base))
 
     def _reset(self) -> None:
         """Forget decoder-side state after opening or seeking."""
-        self._packets = self._container.demux(self._stream)
+        self._packets = self._input().demux(self._stream)
         self._ahead: collections.deque = collections.deque()  # packets demuxed to look ahead, not yet decoded
         # pts of the packets the decoder was given since it started afresh whose frames have
         # not come out (None: not known, no drain); the decoder's state as a drain would find it.
@@ -456,7 +474,7 @@ class PyAVReader(VideoReader):
             # A demux error ends the generator: start a new one. IndexError is PyAV meeting a
             # stream that appeared mid-file (MPEG-TS can announce one anywhere).
             except (av.error.FFmpegError, IndexError):
-                self._packets = self._container.demux(self._stream)
+                self._packets = self._input().demux(self._stream)
                 self._count_error()
                 continue
             self._skip_if_before_run(packet)
@@ -530,7 +548,7 @@ class PyAVReader(VideoReader):
         last, held = self._last_frames, self._held
         if last is None or not held or not self._drains or self._drained or self._relabel:
             return False
-        if self._container.format.name in _NO_INDEX:  # reading on after a drain seeks back, and
+        if self._input().format.name in _NO_INDEX:  # reading on after a drain seeks back, and
             return False  # there a seek lands on a packet, not a keyframe: frames were lost
         seconds = [self._pts_to_s(p) for p in sorted(held)]
         wanted = [t for t in seconds if t >= last.start_s]
@@ -583,12 +601,12 @@ class PyAVReader(VideoReader):
         self._drained, self._ahead, self._held = False, collections.deque(), []
         self._pass_through = self._last_out
         try:
-            self._container.seek(int(self._last_out if self._last_out is not None else min(self._start_pts, 0)),
+            self._input().seek(int(self._last_out if self._last_out is not None else min(self._start_pts, 0)),
                                  stream=self._stream, backward=True)
         except av.error.FFmpegError:
             self._eof = True  # cannot happen where the read was about to seek: give up the rest
             self._count_error()
-        self._packets = self._container.demux(self._stream)
+        self._packets = self._input().demux(self._stream)
 
     def _seek_starts_afresh(self, prev_s: float, t_s: float) -> bool:
         """Whether ``_seek(t_s)``, after a frame at ``prev_s``, starts the decoder afresh (a
@@ -682,7 +700,7 @@ class PyAVReader(VideoReader):
         packets, say), which looked like an index covering the file with one keyframe at its
         start, and every run was reached by decoding on (1,579 frames of 1,800 for 32 sampled,
         keyframes every 10 s). There the keyframe scan's times are used, or none."""
-        if self._container.format.name in _NO_INDEX:
+        if self._input().format.name in _NO_INDEX:
             keys = self._keyframes_s
             i = -1 if keys is None else bisect.bisect_right(keys, t_s + PTS_TOLERANCE_S) - 1
             return None if i < 0 or keys is None else keys[i]
@@ -717,7 +735,7 @@ class PyAVReader(VideoReader):
             offset = (self._start_pts + math.floor(target / self._time_base) if target > 0
                       else min(self._start_pts, 0))
             try:
-                self._container.seek(int(offset), stream=self._stream, backward=True)
+                self._input().seek(int(offset), stream=self._stream, backward=True)
             except av.error.FFmpegError:
                 # Raw streams cannot seek at all (and a failed seek can leave the demuxer at its
                 # end): start again, and from now on decode on to what is ahead.
@@ -753,14 +771,14 @@ class PyAVReader(VideoReader):
         as the keyframe scan found it. A timestamp seek there lands on the packet nearest the
         time, mid-GOP, and found the run only by backing off a GOP or more: 0.7 s a run of
         1080p, against 0.03 s this way. Kept only where the first frame is that keyframe."""
-        if self._container.format.name not in _NO_INDEX:
+        if self._input().format.name not in _NO_INDEX:
             return False
         key = self._keyframe_before_s(t_s)
         pos = None if key is None else self._keyframe_pos.get(key)
-        if pos is None:
+        if key is None or pos is None:
             return False
         try:
-            self._container.seek(pos, unsupported_byte_offset=True)
+            self._input().seek(pos, unsupported_byte_offset=True)
         except av.error.FFmpegError:
             return False
         self._reset()
@@ -784,12 +802,12 @@ class PyAVReader(VideoReader):
         first_offset = self._start_pts + math.floor(t_s / self._time_base)
         for k in (1, 2, 4):
             offset = self._start_pts + math.floor((t_s + k / self._fps) / self._time_base)
-            self._container.seek(int(offset), stream=self._stream, backward=True)
+            self._input().seek(int(offset), stream=self._stream, backward=True)
             self._reset()
             nudged = self._next_av_frame()
             if nudged is not None and landed + PTS_TOLERANCE_S < self._pts_s(nudged) <= t_s + PTS_TOLERANCE_S:
                 return nudged
-        self._container.seek(int(first_offset), stream=self._stream, backward=True)
+        self._input().seek(int(first_offset), stream=self._stream, backward=True)
         self._reset()
         return self._next_av_frame() or frame
 
@@ -800,7 +818,7 @@ class PyAVReader(VideoReader):
 
     def _reopen(self) -> None:
         """Read the stream again from its start, through a fresh container."""
-        self._container.close()
+        self._input().close()
         self._skipping = False  # a fresh decoder decodes every frame
         self._container = self._open_checked(headers_only=False)
         self._stream = _video_stream(self._container)

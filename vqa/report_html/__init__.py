@@ -42,7 +42,7 @@ def build_report(records: list[Mapping[str, Any]], *, thumbnails: int = DEFAULT_
     return render(rows, summary(records, rows), thumbs, title=title, source=source)
 
 
-def write_report(records: list[Mapping[str, Any]], out: str | os.PathLike, **options) -> None:
+def write_report(records: list[Mapping[str, Any]], out: str | os.PathLike, **options: Any) -> None:
     """Build the page and put it at ``out`` as every output is (vqa.outputs.open_destination):
     whole, through an exclusive temporary file, or directly to a device or FIFO. A page that
     cannot be written whole leaves ``out`` as it was."""

@@ -11,7 +11,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from vqa.aggregate import CATEGORIES
@@ -151,7 +151,7 @@ def defects_of(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def downsample(points: list[Mapping[str, Any]], *, max_points: int = MAX_POINTS) -> dict[str, Any] | None:
+def downsample(points: object, *, max_points: int = MAX_POINTS) -> dict[str, Any] | None:
     """A record's ``timeline`` as columns of at most ``max_points`` time buckets.
 
     ``t`` (the bucket's first frame time), ``s`` (mean score), ``lo``/``hi`` (lowest and highest
@@ -233,15 +233,16 @@ def histogram(scores: Iterable[float], bin_width: int = HISTOGRAM_BIN) -> list[i
     return bins
 
 
-def summary(records: list[Mapping[str, Any]], rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+def summary(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts per status, category, defect type (videos with at least one such segment, and
     segments) and error code; the score histogram; the models and options the job used."""
-    defect_videos, defect_segments = Counter(), Counter()
+    defect_videos: Counter[str] = Counter()
+    defect_segments: Counter[str] = Counter()
     for r in rows:
         types = [d["type"] for d in r["defects"]]
         defect_segments.update(types)
         defect_videos.update(set(types))
-    setups = Counter()
+    setups: Counter[str] = Counter()
     for rec in records:
         model, config = _dict(rec.get("model")), _dict(rec.get("config"))
         if model or config:
@@ -263,7 +264,7 @@ def summary(records: list[Mapping[str, Any]], rows: list[Mapping[str, Any]]) -> 
     }
 
 
-def worst_rows(rows: list[Mapping[str, Any]], n: int) -> list[int]:
+def worst_rows(rows: Sequence[Mapping[str, Any]], n: int) -> list[int]:
     """Indexes of the ``n`` lowest-scoring ok rows (ties in input order): those that get thumbnails."""
     scored = sorted((r["score"], r["i"]) for r in rows if r["score"] is not None)
     return [i for _, i in scored[:max(n, 0)]]

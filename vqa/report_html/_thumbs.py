@@ -11,8 +11,13 @@ from __future__ import annotations
 import base64
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import SpawnProcess
 
 THUMB_MAX_SIDE = 192  # px: the longest side of a thumbnail
 JPEG_QUALITY = 75  # about 6 kB for a 192x108 thumbnail
@@ -40,7 +45,7 @@ class Request:
     shots: list[Shot] = field(default_factory=list)
 
 
-def plan_shots(row: dict, *, max_segments: int = MAX_SEGMENT_THUMBS) -> list[Shot]:
+def plan_shots(row: Mapping[str, Any], *, max_segments: int = MAX_SEGMENT_THUMBS) -> list[Shot]:
     """The worst-scoring frame (from the timeline) and the middle of each defect segment,
     the longest segments first when there are more than ``max_segments``."""
     shots = []
@@ -101,7 +106,7 @@ def take(path: str, decoder: str, fingerprint: str, times: list[float]) -> tuple
         return {}, f"{type(e).__name__}: {e}"
 
 
-def _serve(conn, memory_mb: int | None) -> None:
+def _serve(conn: Connection[Any, Any], memory_mb: int | None) -> None:
     _limit_memory(memory_mb)
     while True:
         try:
@@ -120,33 +125,37 @@ class Helper:
     def __init__(self, *, timeout_s: float | None = TIMEOUT_S, memory_mb: int | None = MEMORY_MB):
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self._ctx = mp.get_context("spawn")
-        self._proc = self._conn = None
+        self._proc: SpawnProcess | None = None
+        self._conn: Connection[Any, Any] | None = None  # to the process, made with it
 
-    def _start(self) -> None:
+    def _start(self) -> Connection[Any, Any]:
         self._conn, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_serve, args=(child, self.memory_mb), daemon=True,
                                        name="vqa-thumbnails")
         self._proc.start()
         child.close()
+        return self._conn
 
     def _stop(self, kill: bool) -> None:
-        if self._proc is None:
+        proc, conn = self._proc, self._conn
+        if proc is None or conn is None:
             return
         try:
             if not kill:
-                self._conn.send(None)
-                self._proc.join(5)
+                conn.send(None)
+                proc.join(5)
         except OSError:
             pass
-        if self._proc.is_alive():
-            self._proc.kill()
-        self._proc.join()
-        self._conn.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        conn.close()
         self._proc = self._conn = None
 
-    def run(self, path: str, decoder: str, fingerprint: str, times: list[float]):
-        if self._proc is None:
-            self._start()
+    def run(self, path: str, decoder: str, fingerprint: str, times: list[float]
+            ) -> tuple[dict[float, bytes], str | None]:
+        if self._conn is None:  # not running (the process and its pipe come and go together)
+            self._conn = self._start()
         try:
             self._conn.send((path, decoder, fingerprint, times))
             if self._conn.poll(self.timeout_s):
@@ -163,7 +172,7 @@ class Helper:
     def __enter__(self) -> Helper:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -184,10 +193,12 @@ def make_thumbnails(requests: list[Request], *, progress: Callable[[int], None] 
                 progress(1)
 
 
-def request_for(row: dict, record: dict) -> Request:
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    video = record.get("video") if isinstance(record.get("video"), dict) else {}
-    decoder = config.get("decoder") if config.get("decoder") in ("pyav", "opencv") else "pyav"
-    fingerprint = video.get("fingerprint") if isinstance(video.get("fingerprint"), str) else ""
+def request_for(row: Mapping[str, Any], record: Mapping[str, Any]) -> Request:
+    given_config, given_video = record.get("config"), record.get("video")  # read from a file: anything
+    config: dict[str, Any] = given_config if isinstance(given_config, dict) else {}
+    video: dict[str, Any] = given_video if isinstance(given_video, dict) else {}
+    decoder, fingerprint = config.get("decoder"), video.get("fingerprint")
     path = record.get("path")  # as scored, with a non-UTF-8 name's bytes; the row's is for display
-    return Request(os.fsdecode(path if isinstance(path, str) else row["path"]), decoder, fingerprint, plan_shots(row))
+    return Request(os.fsdecode(path if isinstance(path, str) else row["path"]),
+                   decoder if isinstance(decoder, str) and decoder in ("pyav", "opencv") else "pyav",
+                   fingerprint if isinstance(fingerprint, str) else "", plan_shots(row))
