@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import decode
+from .codes import ErrorCode
 from .errors import BackendUnavailable, UsageError
 from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION,
                     LIGHT_INFERENCE, MODES, PRECISIONS, pick_backend, pick_precision)
@@ -221,7 +222,7 @@ class ScoreOptions:
              "(cuda only) runs the fp32 weights cast to float16. bf16 (OpenVINO only) runs "
              "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): faster, scores "
              "close to fp32 (the README's Performance section has the measured distance); "
-             "E_BACKEND elsewhere. auto: fp16 "
+             f"{ErrorCode.E_BACKEND} elsewhere. auto: fp16 "
              "on cuda, fp32 elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
@@ -245,12 +246,12 @@ class ScoreOptions:
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
         "part split across workers; 0: none). Past it the worker is killed and replaced and "
-        "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
+        f"the video gets {ErrorCode.E_TIMEOUT}. auto: 120 s, more for long videos with --frames all.")
     worker_memory_mb: int | str | None = _option(
         "auto", _check_memory, flag="--worker-memory", parse=_parse_memory, metavar="auto|MIB",
         help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
              "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB "
-             "(about 800 MiB) is refused before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
+             f"(about 800 MiB) is refused before scoring (exit 2). Past it the video gets {ErrorCode.E_MEMORY_LIMIT}.")
     nvdec_workers: int = _option(
         0, _check_nvdec_workers, flag="--nvdec-workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from vqa.codes import ErrorCode
 from vqa.files import FoundPath, bad_path, inside, is_url, missing
 
 # The names a folder walk takes: the extensions of the containers and streams the decoders
@@ -168,14 +169,14 @@ def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | Non
             root_real = os.path.realpath(p)
             unreadable: list[Input] = []
             videos = walk_videos(p, patterns=patterns, on_error=lambda path, e: unreadable.append(
-                Input(path, ("E_UNREADABLE", f"cannot read the folder {path!r}: {e.strerror}; "
+                Input(path, (ErrorCode.E_UNREADABLE, f"cannot read the folder {path!r}: {e.strerror}; "
                                              "the videos in it, if any, were not scored"))))
             if not videos and not unreadable:
                 warn(f"no video files found in {p}")
             found = []
             for v in videos:
                 if os.path.islink(v) and not _inside(v, root_real):
-                    found.append(Input(v, ("E_BAD_PATH", f"{v!r} is a link that leads outside {p!r}")))
+                    found.append(Input(v, (ErrorCode.E_BAD_PATH, f"{v!r} is a link that leads outside {p!r}")))
                 else:
                     found.append(Input(FoundPath(v, root_real)))
             for item in unreadable:

@@ -12,6 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, TextIO
 
+from vqa.codes import ErrorCode
 from vqa.errors import UsageError
 from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
 
@@ -242,7 +243,7 @@ class TableWriter(Writer):
         path = _printable(d["path"]).ljust(self.path_width)
         if d["status"] != "ok":
             err = d.get("error") or {}
-            text = f"{path}   error {err.get('code', 'E_INTERNAL')}  {_printable(err.get('message', ''))}"
+            text = f"{path}   error {err.get('code', ErrorCode.E_INTERNAL)}  {_printable(err.get('message', ''))}"
         else:
             defects = ", ".join(
                 f"{x['type']} ({x['severity']:.2f}, {_fmt_num(x['start_s'])}\u2013{_fmt_num(x['end_s'])} s)"
