@@ -3,8 +3,9 @@ bounds, command-line flag and help.
 
     ScoreOptions(...)          what a caller asked for ("auto" and None where it left the choice)
       .validate()              every check, once: UsageError / BackendUnavailable
-      .resolve(cores)          every "auto" and None decided -> Resolved (what the engine runs)
-        .record_config()       the ``config`` block of each record (and the job store's key)
+      .record_config()         the ``config`` block of each record (and the job store's key): no cores
+      .resolve(cores)          every "auto" and None decided -> Resolved (what the engine runs, where
+                               its workers start: a Ray actor plans its own node's cores)
 
 ``vqa.cli`` makes its ``vqa score`` flags from the fields' metadata, ``Scorer``, ``RayScorer``,
 ``vqa bench`` and the folder job take a ``ScoreOptions``; none of them re-defaults or
@@ -58,6 +59,14 @@ UNLIMITED_DECODERS = ("nvdec",)
 # --nvdec-workers: NVDEC workers beside workers of the first decoder, whose pixels NVDEC's
 # equal bit for bit (vqa.decode.nvdec): a record does not depend on which worker took the video.
 HYBRID_DECODER = ("pyav", "nvdec")
+# Every key of a record's ``config``, in its order, and whether it changes a result: the job
+# store reuses a stored record only for the same model and the same values of those that do
+# (vqa.jobstore.config_key). batch_size and mode change only speed (tests/test_engine.py holds
+# results to that); timeline changes no score, but a record with one is another record. Workers,
+# threads and limits are not keys: they belong to the machine, planned where workers start.
+CONFIG_KEYS: dict[str, bool] = {"sampling": True, "backend": True, "batch_size": False, "decoder": True,
+                                "precision": True, "mode": False, "timeline": True}
+RESULT_OPTIONS = tuple(key for key, changes_result in CONFIG_KEYS.items() if changes_result)
 
 
 def _is_int(value: Any) -> bool:
@@ -329,17 +338,32 @@ class ScoreOptions:
                              "use fewer, or leave --workers to auto")
         budget = plan_threads(workers=workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
                               light_inference=light)
-        memory, batch = self.worker_memory_mb, self.batch_size
+        memory = self.worker_memory_mb
         if memory == "auto" and self.decoder in UNLIMITED_DECODERS:
             memory = None
         return Resolved(
-            options=self, batch_size=batch if isinstance(batch, int)
-            else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],
+            options=self, batch_size=self._batch_size(),
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None, nvdec_workers=self.nvdec_workers,
             split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
                                          accelerator=gpu, light_inference=light))
+
+    def _batch_size(self) -> int:
+        # From the backend and the mode alone: the same on every machine.
+        if isinstance(self.batch_size, int):
+            return self.batch_size
+        return AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode]
+
+    def record_config(self) -> dict[str, Any]:
+        """The ``config`` block of each record made with these options: the keys of
+        ``CONFIG_KEYS``, ``timeline`` only when on. Nothing in it depends on the machine, so a
+        driver with 2 cores and actors on 64-core nodes give the same block (``resolve`` plans
+        the cores, where the workers start). Call ``validate()`` first."""
+        values = {"sampling": self.frames, "backend": self.backend, "batch_size": self._batch_size(),
+                  "decoder": self.decoder, "precision": self.precision, "mode": self.mode,
+                  "timeline": True if self.timeline else None}
+        return {key: values[key] for key in CONFIG_KEYS if values[key] is not None}
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)
@@ -379,16 +403,8 @@ class Resolved:
         return self.options.timeline
 
     def record_config(self) -> dict[str, Any]:
-        """The options a record's scores depend on, as each record's ``config`` carries them.
-        ``workers``, ``threads`` and the limits are left out on purpose: results do not depend
-        on them (tests hold them to that). ``timeline`` is there only when on: it changes no
-        score, but a record with it is another record."""
-        o = self.options
-        config: dict[str, Any] = {"sampling": o.frames, "backend": o.backend, "batch_size": self.batch_size,
-                                  "decoder": o.decoder, "precision": o.precision, "mode": o.mode}
-        if o.timeline:
-            config["timeline"] = True
-        return config
+        """``ScoreOptions.record_config``: the same whatever the cores were."""
+        return self.options.record_config()
 
 
 def cli_fields() -> list:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from vqa.config import RESULT_OPTIONS  # the config keys that change a result: one table
 from vqa.errors import InputError, OutputError, UsageError
 from vqa.files import bad_path, fingerprint, open_input
 
@@ -45,10 +46,6 @@ CREATE TABLE IF NOT EXISTS results (
 """
 _COLUMNS = ["path", "size", "mtime_ns", "fingerprint", "config", "status", "record", "scored_at"]  # SCHEMA's
 
-# The config keys that change a result. batch_size and mode only change speed (results do not
-# depend on them: tests/test_engine.py), and the worker count is not in config at all.
-# "timeline" is in config only when on: a record stored without its timeline is not reused.
-RESULT_OPTIONS = ("sampling", "backend", "decoder", "precision", "timeline")
 _SQLITE_MAGIC = b"SQLite format 3\0"
 _DAMAGED_HINT = ("; if it is damaged, delete it (with its -wal and -shm) or pass another --db, and re-run: "
                  "its videos are scored again, each once")
