@@ -5,6 +5,10 @@ order, keeping names that match the video extensions (or ``--glob`` patterns). D
 symlinks are never followed (they can loop); a file symlink found in a folder is kept only
 when it resolves inside that folder, so a link in an upload tree cannot pull in
 ``/etc/passwd`` or another user's files.
+
+Each file is scored and recorded once, however often it is named or found (``input_key``
+says when two inputs are one file): ``vqa score``, ``vqa.job.run_folder_job`` and the
+service's jobs all expand their paths here.
 """
 from __future__ import annotations
 
@@ -141,13 +145,43 @@ def walk_videos(folder: str, *, patterns: Iterable[str] | None = None, on_error=
     return sorted(found)
 
 
+def input_key(item: Input) -> tuple[str, str]:
+    """Which file ``item`` is, so that each is scored once: its real path (``os.path.realpath``:
+    absolute, every symlink, ``.`` and ``..`` resolved). A file found in a folder and named
+    again, ``DIR/./a.mp4`` and a symlink to it are one file; the first of them is kept. Hard
+    links are names of their own, each with its record, as ``ls`` lists them. An input refused
+    already (missing, a link leading out of its folder) is one per name as given, made absolute:
+    its record is about that name, not about where it leads."""
+    if item.error is None:
+        return ("real", os.path.realpath(item.path))
+    return ("name", os.path.normpath(os.path.abspath(item.path)))
+
+
+def unique(inputs: Iterable[Input], *, warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
+    """``inputs`` with each file once (``input_key``), the first of each kept, in order;
+    ``warn`` hears once how many were left out."""
+    kept: dict[tuple, Input] = {}
+    again: list[tuple[str, str]] = []
+    for item in inputs:
+        first = kept.setdefault(input_key(item), item)
+        if first is not item:
+            again.append((item.path, first.path))
+    if again:
+        path, first = again[0]
+        known = "" if path == first else f" (as {first!r})"
+        also = f", and {len(again) - 1} more paths did" if len(again) > 1 else ""
+        warn(f"{path!r} named a file already in the job{known}{also}: each file is scored once")
+    return list(kept.values())
+
+
 def _inside(path: str, root_real: str) -> bool:
     return inside(os.path.realpath(path), root_real)
 
 
 def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | None = None,
                   warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
-    """Files as given, folders expanded to their videos, in the order given.
+    """Files as given, folders expanded to their videos, in the order given, each file once
+    (``unique``: the first time it is named or found).
 
     A path that does not exist is kept with E_NOT_FOUND (a URL is told that URLs are not
     inputs), a file found in a folder that resolves outside it gets E_BAD_PATH, and a folder
@@ -187,4 +221,4 @@ def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | Non
             inputs.append(Input(p, (problem.code, problem.message)))
         else:
             inputs.append(Input(p))
-    return inputs
+    return unique(inputs, warn=warn)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from vqa.codes import ErrorCode
 from vqa.errors import UsageError
 from vqa.files import FoundPath, inside
-from vqa.inputs import Input, expand_inputs
+from vqa.inputs import Input, expand_inputs, input_key
 
 
 class PathRefused(UsageError):
@@ -57,10 +57,10 @@ class Roots:
             if root is None:
                 raise PathRefused(f"{path!r} is not under any --root of this server")
             named.setdefault(os.path.normpath(full), (full, root))
-        inputs: dict[str, Input] = {}
+        inputs: dict[tuple, Input] = {}
         for full, root in named.values():
             for item in expand_inputs([full], patterns=patterns):
-                inputs.setdefault(os.path.normpath(item.path), self._confine(item, root))
+                inputs.setdefault(input_key(item), self._confine(item, root))  # as vqa score: once
             _check_limit(len(inputs), limit)  # after each walk: a long list of folders stops early
         return list(inputs.values())
 
