@@ -111,6 +111,9 @@ def test_summary_counts():
     s = summary(records, rows)
     assert s["videos"] == 200 and s["status"]["error"] == 20 and s["status"]["ok"] == 180
     assert sum(s["categories"].values()) == 180 and sum(s["histogram"]) == 180
+    # Each bar's split by category is the records' own: it adds up to the bar and to the counts.
+    assert [sum(b.values()) for b in s["histogram_categories"]] == s["histogram"]
+    assert {c: sum(b.get(c, 0) for b in s["histogram_categories"]) for c in s["categories"]} == s["categories"]
     assert sum(s["errors"].values()) == 20 and set(s["errors"]) <= {"E_NOT_VIDEO", "E_DECODE", "E_TIMEOUT", "E_EMPTY"}
     assert s["defect_segments"]["blur"] == sum(d["type"] == "blur" for r in records for d in r["defects"])
     assert s["with_timeline"] == 180 and len(s["setups"]) == 1 and s["setups"][0][1] == 200

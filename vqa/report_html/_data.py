@@ -225,12 +225,27 @@ def row(index: int, record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bar(score: float, bin_width: int, bars: int) -> int:
+    return min(int(max(score, 0.0) // bin_width), bars - 1)
+
+
 def histogram(scores: Iterable[float], bin_width: int = HISTOGRAM_BIN) -> list[int]:
     """Counts of scores in [0, w), [w, 2w), ... with 100 in the last bar."""
     bins = [0] * math.ceil(100 / bin_width)
     for s in scores:
-        bins[min(int(max(s, 0.0) // bin_width), len(bins) - 1)] += 1
+        bins[_bar(s, bin_width, len(bins))] += 1
     return bins
+
+
+def histogram_categories(rows: Iterable[Mapping[str, Any]], bin_width: int = HISTOGRAM_BIN) -> list[dict[str, int]]:
+    """Per histogram bar, its videos by the category their records give (best first; "" for
+    none): the page colours each bar by these, so a bar never names a category of its own
+    reckoning beside a row that says another (the bands are the model's, models/vqa.json)."""
+    bins: list[Counter] = [Counter() for _ in range(math.ceil(100 / bin_width))]
+    for r in rows:
+        if r["score"] is not None:
+            bins[_bar(r["score"], bin_width, len(bins))][r["category"] or ""] += 1
+    return [{c: b[c] for c in (*CATEGORIES, "") if b[c]} for b in bins]
 
 
 def summary(records: list[Mapping[str, Any]], rows: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -257,6 +272,7 @@ def summary(records: list[Mapping[str, Any]], rows: list[Mapping[str, Any]]) -> 
         "defect_segments": {t: defect_segments[t] for t in DEFECT_TYPES},
         "errors": dict(Counter(r["error_code"] or "?" for r in rows if r["status"] != "ok").most_common()),
         "histogram": histogram(scores),
+        "histogram_categories": histogram_categories(rows),
         "mean_score": round(sum(scores) / len(scores), 1) if scores else None,
         "with_timeline": sum(r["timeline"] is not None for r in rows),
         "setups": [(json.loads(k), n) for k, n in setups.most_common()],
