@@ -16,7 +16,7 @@ from typing import Any
 
 from vqa.aggregate import CATEGORIES
 from vqa.errors import UsageError
-from vqa.types import DEFECT_TYPES, MODEL_DEFECTS
+from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, ModelBlock, block_keys
 
 # A timeline is drawn from at most this many points: a 2-hour video with --frames all (180,000
 # frames) becomes 240 buckets of 30 s, each with the mean, lowest and highest frame score.
@@ -260,7 +260,7 @@ def summary(records: list[Mapping[str, Any]], rows: list[Mapping[str, Any]]) -> 
     for rec in records:
         model, config = _dict(rec.get("model")), _dict(rec.get("config"))
         if model or config:
-            key = json.dumps({"model": {k: model.get(k) for k in ("name", "version", "sha256")},
+            key = json.dumps({"model": {k: model.get(k) for k in block_keys(ModelBlock)},
                               "config": dict(config)}, sort_keys=True, default=str)
             setups[key] += 1
     scores = [r["score"] for r in rows if r["score"] is not None]
