@@ -290,6 +290,10 @@ def test_a_file_named_or_found_twice_is_one_input(tree, tmp_path):
     assert [i.path for i in expand_inputs(named, warn=warnings.append)] == once
     assert warnings == [f"{named[1]!r} named a file already in the job, and 4 more paths did: "
                         "each file is scored once"]
+    # A folder named through a link: what it finds is the file its real path names.
+    os.symlink(tree / "sub", tmp_path / "sub_link", target_is_directory=True)
+    got = expand_inputs([str(tree / "sub" / "z.mkv"), str(tmp_path / "sub_link")])
+    assert [i.path for i in got] == [str(tree / "sub" / "z.mkv"), str(tmp_path / "sub_link" / "deeper" / "c.y4m")]
 
 
 def test_a_file_named_twice_on_the_command_line_is_scored_and_recorded_once(fake, tree, tmp_path):

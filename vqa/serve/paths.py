@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from vqa.codes import ErrorCode
 from vqa.errors import UsageError
 from vqa.files import FoundPath, inside
-from vqa.inputs import Input, expand_inputs, input_key
+from vqa.inputs import Input, expand_inputs
 
 
 class PathRefused(UsageError):
@@ -57,12 +57,12 @@ class Roots:
             if root is None:
                 raise PathRefused(f"{path!r} is not under any --root of this server")
             named.setdefault(os.path.normpath(full), (full, root))
-        inputs: dict[tuple, Input] = {}
+        inputs: list[Input] = []
+        seen: dict[tuple, str] = {}  # each file once, as vqa score: expand_inputs keeps count
         for full, root in named.values():
-            for item in expand_inputs([full], patterns=patterns):
-                inputs.setdefault(input_key(item), self._confine(item, root))  # as vqa score: once
+            inputs += [self._confine(item, root) for item in expand_inputs([full], patterns=patterns, seen=seen)]
             _check_limit(len(inputs), limit)  # after each walk: a long list of folders stops early
-        return list(inputs.values())
+        return inputs
 
     @staticmethod
     def _confine(item: Input, root: str) -> Input:
