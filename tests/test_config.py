@@ -70,7 +70,7 @@ def test_record_config_holds_only_what_changes_results():
 
 def test_one_table_says_which_config_keys_change_a_result():
     from vqa import jobstore
-    from vqa.config import CONFIG_KEYS, RESULT_OPTIONS
+    from vqa.types import CONFIG_KEYS, RESULT_OPTIONS
 
     assert jobstore.RESULT_OPTIONS is RESULT_OPTIONS
     full = ScoreOptions(timeline=True)

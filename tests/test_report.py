@@ -188,8 +188,7 @@ def _object_schema(name: str) -> dict:
 def test_the_schema_and_the_csv_columns_are_made_from_the_record_types():
     from dataclasses import fields
 
-    from vqa.config import CONFIG_KEYS
-    from vqa.types import RECORD_BLOCKS, VIDEO_RECORD_KEYS, block_keys
+    from vqa.types import CONFIG_KEYS, RECORD_BLOCKS, VIDEO_RECORD_KEYS, block_keys
 
     names = [f.name for f in fields(VideoScore)]
     assert list(CONTRACT_SCHEMA["properties"]) == names

@@ -4,8 +4,7 @@ bounds, command-line flag and help.
     ScoreOptions(...)          what a caller asked for ("auto" and None where it left the choice)
       .validate()              every check, once: UsageError / BackendUnavailable
       .record_config()         the ``config`` block of each record (and the job store's key): no cores
-      .resolve(cores)          every "auto" and None decided -> Resolved (what the engine runs, where
-                               its workers start: a Ray actor plans its own node's cores)
+      .resolve(cores)          every "auto" and None decided -> Resolved: what runs where workers start
 
 ``vqa.cli`` makes its ``vqa score`` flags from the fields' metadata, ``Scorer``, ``RayScorer``,
 ``vqa bench`` and the folder job take a ``ScoreOptions``; none of them re-defaults or
@@ -38,6 +37,7 @@ from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEF
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
 from .threads import MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS, max_workers, plan_threads, starving_split
+from .types import CONFIG_KEYS
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
@@ -59,14 +59,6 @@ UNLIMITED_DECODERS = ("nvdec",)
 # --nvdec-workers: NVDEC workers beside workers of the first decoder, whose pixels NVDEC's
 # equal bit for bit (vqa.decode.nvdec): a record does not depend on which worker took the video.
 HYBRID_DECODER = ("pyav", "nvdec")
-# Every key of a record's ``config``, in its order, and whether it changes a result: the job
-# store reuses a stored record only for the same model and the same values of those that do
-# (vqa.jobstore.config_key). batch_size and mode change only speed (tests/test_engine.py holds
-# results to that); timeline changes no score, but a record with one is another record. Workers,
-# threads and limits are not keys: they belong to the machine, planned where workers start.
-CONFIG_KEYS: dict[str, bool] = {"sampling": True, "backend": True, "batch_size": False, "decoder": True,
-                                "precision": True, "mode": False, "timeline": True}
-RESULT_OPTIONS = tuple(key for key, changes_result in CONFIG_KEYS.items() if changes_result)
 
 
 def _is_int(value: Any) -> bool:
@@ -349,17 +341,13 @@ class ScoreOptions:
             split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
                                          accelerator=gpu, light_inference=light))
 
-    def _batch_size(self) -> int:
-        # From the backend and the mode alone: the same on every machine.
-        if isinstance(self.batch_size, int):
-            return self.batch_size
-        return AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode]
+    def _batch_size(self) -> int:  # the backend's and the mode's: the same on every machine
+        auto = AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode]
+        return self.batch_size if isinstance(self.batch_size, int) else auto
 
     def record_config(self) -> dict[str, Any]:
-        """The ``config`` block of each record made with these options: the keys of
-        ``CONFIG_KEYS``, ``timeline`` only when on. Nothing in it depends on the machine, so a
-        driver with 2 cores and actors on 64-core nodes give the same block (``resolve`` plans
-        the cores, where the workers start). Call ``validate()`` first."""
+        """Each record's ``config`` (vqa.types.CONFIG_KEYS; ``timeline`` only when on), after
+        ``validate()``. No cores: a 2-core driver and 64-core nodes give the same block."""
         values = {"sampling": self.frames, "backend": self.backend, "batch_size": self._batch_size(),
                   "decoder": self.decoder, "precision": self.precision, "mode": self.mode,
                   "timeline": True if self.timeline else None}
@@ -402,8 +390,7 @@ class Resolved:
     def timeline(self) -> bool:
         return self.options.timeline
 
-    def record_config(self) -> dict[str, Any]:
-        """``ScoreOptions.record_config``: the same whatever the cores were."""
+    def record_config(self) -> dict[str, Any]:  # ScoreOptions.record_config: the same on any cores
         return self.options.record_config()
 
 

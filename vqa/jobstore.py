@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vqa.config import RESULT_OPTIONS  # the config keys that change a result: one table
 from vqa.errors import InputError, OutputError, UsageError
 from vqa.files import bad_path, fingerprint, open_input
+from vqa.types import RESULT_OPTIONS  # the config keys that change a result: one table
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; a store from another layout is refused, not misread
 SCHEMA = """

@@ -45,8 +45,8 @@ class _ConfigBlock(TypedDict):
 
 
 class ConfigBlock(_ConfigBlock, total=False):
-    """A record's ``config``: the options a result was made with (vqa.config.CONFIG_KEYS says
-    which of them change it); ``timeline`` only when on."""
+    """A record's ``config``: the options a result was made with (``CONFIG_KEYS`` says which of
+    them change it); ``timeline`` only when on."""
 
     timeline: bool
 
@@ -67,6 +67,13 @@ class ErrorBlock(TypedDict):
     message: str
 
 
+# Each key of ``config`` in order, and whether it changes a result: the job store reuses a record
+# only for the same model and values of those that do (vqa.jobstore.config_key). batch_size and mode
+# change only speed (tests/test_engine.py holds results to that); a timeline changes no score, but a
+# record with one is another. Workers, threads, limits: the machine's, planned where workers start.
+CONFIG_KEYS: dict[str, bool] = {"sampling": True, "backend": True, "batch_size": False, "decoder": True,
+                                "precision": True, "mode": False, "timeline": True}
+RESULT_OPTIONS = tuple(key for key, changes_result in CONFIG_KEYS.items() if changes_result)
 # The keys of a record's ``video``, in the order it carries them: VideoInfo's fields but
 # frame_count_declared and mtime_ns (properties of this copy of the file, not of its content).
 VIDEO_RECORD_KEYS = ("width", "height", "fps", "duration_s", "codec", "rotation", "frame_count",
