@@ -235,5 +235,6 @@ def _walked(folder: str, patterns: Iterable[str] | None, warn: Callable[[str], N
         item = Input(FoundPath(v, root_real))
         found.append((input_key(item, real=real), item))
     for item in unreadable:
-        warn(item.error[1])
+        if item.error is not None:  # each has one: it was made for its error
+            warn(item.error[1])
     return sorted(found + [_keyed(item) for item in unreadable], key=lambda pair: pair[1].path)

@@ -69,7 +69,7 @@ class ErrorBlock(TypedDict):
 
 # Each key of ``config`` in order, and whether it changes a result: the job store reuses a record
 # only for the same model and values of those that do (vqa.jobstore.config_key). batch_size and mode
-# change only speed (tests/test_engine.py holds results to that); a timeline changes no score, but a
+# change only speed (the engine's tests hold results to that); a timeline changes no score, but a
 # record with one is another. Workers, threads, limits: the machine's, planned where workers start.
 CONFIG_KEYS: dict[str, bool] = {"sampling": True, "backend": True, "batch_size": False, "decoder": True,
                                 "precision": True, "mode": False, "timeline": True}
