@@ -271,6 +271,50 @@ def test_folder_through_cli(fake, tree):
     assert [r["error"]["code"] for r in records if r["status"] != "ok"] == ["E_BAD_PATH"]
 
 
+def _named_twice(tree, tmp_path):
+    """Paths that name three files, each more than once, a missing file twice, and a hard link
+    (a name of its own); and the inputs they make."""
+    clip = tree / "b.mp4"
+    os.link(clip, tmp_path / "hard.mp4")
+    os.symlink(clip, tmp_path / "soft.mp4")
+    sub = tree / "sub"
+    named = [str(sub), str(sub / "z.mkv"), f"{sub}/./z.mkv", str(clip), str(tmp_path / "soft.mp4"),
+             "missing.mp4", "./missing.mp4", str(tmp_path / "hard.mp4"), f"{tmp_path}/../{tmp_path.name}/hard.mp4"]
+    return named, [str(sub / "deeper" / "c.y4m"), str(sub / "z.mkv"), str(clip), "missing.mp4",
+                   str(tmp_path / "hard.mp4")]
+
+
+def test_a_file_named_or_found_twice_is_one_input(tree, tmp_path):
+    warnings = []
+    named, once = _named_twice(tree, tmp_path)
+    assert [i.path for i in expand_inputs(named, warn=warnings.append)] == once
+    assert warnings == [f"{named[1]!r} named a file already in the job, and 4 more paths did: "
+                        "each file is scored once"]
+    # A folder named through a link: what it finds is the file its real path names.
+    os.symlink(tree / "sub", tmp_path / "sub_link", target_is_directory=True)
+    got = expand_inputs([str(tree / "sub" / "z.mkv"), str(tmp_path / "sub_link")])
+    assert [i.path for i in got] == [str(tree / "sub" / "z.mkv"), str(tmp_path / "sub_link" / "deeper" / "c.y4m")]
+
+
+def test_a_file_named_twice_on_the_command_line_is_scored_and_recorded_once(fake, tree, tmp_path):
+    named, once = _named_twice(tree, tmp_path)
+    result = run("score", *named, "--format", "jsonl")
+    assert [r["path"] for r in jsonl(result.stdout)] == once
+    assert fake.instances[0].seen == once[:3] + once[4:]  # missing.mp4 is checked, never scored
+    assert "each file is scored once" in result.stderr
+
+
+def test_a_file_named_twice_in_a_script_is_scored_and_recorded_once(tree, tmp_path):
+    from vqa.job import run_folder_job
+
+    named, once = _named_twice(tree, tmp_path)
+    FakeScorer.instances = []
+    out = tmp_path / "out.jsonl"
+    summary = run_folder_job(named, output=str(out), make_scorer=FakeScorer)
+    assert [r["path"] for r in jsonl(out.read_text())] == once
+    assert (summary.ok, summary.failed) == (4, 1) and FakeScorer.instances[0].seen == once[:3] + once[4:]
+
+
 def test_cli_does_not_import_torch():
     code = ("import sys, vqa.cli; from vqa.cli import cli; "
             "assert 'torch' not in sys.modules, 'torch imported'")

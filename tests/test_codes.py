@@ -1,6 +1,7 @@
 """vqa.codes: every code the package emits is registered, and the README's tables are made from it."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,28 @@ def test_every_code_written_in_the_package_is_registered():
             found.setdefault(code, path.relative_to(ROOT))
     unknown = {code: str(where) for code, where in found.items() if code not in registered}
     assert unknown == {}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    heads = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree) if isinstance(node, heads) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_codes_are_spelled_only_in_the_registry():
+    # A code written as a string ("E_USAGE", f"E_TIMEOUT: ...", help text naming one) is a second
+    # home that can drift; code names ErrorCode.X / WarningCode.X instead. Docstrings and
+    # comments may name codes in prose.
+    spelled = []
+    for path in sorted((ROOT / "vqa").rglob("*.py")):
+        if path.name == "codes.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        spelled += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]!r}" for node in ast.walk(tree)
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                    and re.search(r"\b[EW]_[A-Z][A-Z0-9_]+\b", node.value)]
+    assert spelled == []
 
 
 def test_every_registered_code_is_used_somewhere():

@@ -68,6 +68,32 @@ def test_record_config_holds_only_what_changes_results():
     assert ScoreOptions(timeline=True).resolve(cores=2).record_config() == {**base, "timeline": True}
 
 
+def test_one_table_says_which_config_keys_change_a_result():
+    from vqa import jobstore
+    from vqa.types import CONFIG_KEYS, RESULT_OPTIONS
+
+    assert jobstore.RESULT_OPTIONS is RESULT_OPTIONS
+    full = ScoreOptions(timeline=True)
+    assert list(full.record_config()) == list(CONFIG_KEYS)  # every key a record carries is in the table
+    changes = {"sampling": dict(frames=8), "backend": dict(backend="pytorch"), "batch_size": dict(batch_size=2),
+               "decoder": dict(decoder="opencv"), "precision": dict(precision="int8"), "mode": dict(mode="latency"),
+               "timeline": dict(timeline=False)}
+    assert set(changes) == set(CONFIG_KEYS)
+    model = {"name": "m", "version": "1", "sha256": "0" * 64}
+    for key, change in changes.items():
+        other = full.replace(**change).record_config()
+        assert other.get(key) != full.record_config().get(key)
+        # The job store's key moves with a key that changes a result, and with no other.
+        assert (jobstore.config_key(model, other) != jobstore.config_key(model, full.record_config())) \
+            is CONFIG_KEYS[key], key
+
+
+def test_the_record_config_is_the_same_on_every_machine():
+    options = ScoreOptions(workers=12, threads=2)
+    assert options.record_config() == options.resolve(cores=4).record_config() \
+        == options.resolve(cores=64).record_config()
+
+
 def test_the_cli_flags_are_the_fields_and_take_their_choices_from_the_tables():
     names = {f.name for f in cli_fields()}
     assert names == {f.name for f in dataclasses.fields(ScoreOptions)}

@@ -114,6 +114,38 @@ def wait_for(predicate, timeout=60.0):
         time.sleep(0.1)
 
 
+def test_the_driver_leaves_the_cores_to_the_nodes(cluster):
+    """--workers 20 is a plan for big nodes: this driver (1 CPU a node here) must not refuse it
+    with its own core count; each actor resolves it on its node (here, one said to have 64)."""
+    from vqa.engine.ray import RayScorer
+
+    class BigNode:  # a local class: Ray sends it by value, so the nodes need not import this file
+        def __init__(self, options, cores, cwd=None):
+            from vqa.infer import model_files
+            from vqa.model import load_model_spec
+
+            self.resolved = options.resolve(cores=64)  # what NodeScorer's Scorer(options, cores=64) plans
+            self.model = load_model_spec(options.model_dir).record(model_files(options.backend, options.precision))
+
+        def describe(self):
+            return {"node": "big", "pid": os.getpid(), "cwd": None, "workers": self.resolved.workers,
+                    "threads": self.resolved.threads, "model": self.model,
+                    "config": self.resolved.record_config(), "vqa": vqa.__file__}
+
+        def ping(self):
+            return time.time()
+
+        def close(self):
+            pass
+
+    options = vqa.ScoreOptions(workers=20)
+    with pytest.raises(vqa.UsageError, match="limit of"):
+        options.resolve(cores=2)  # the driver's own plan would refuse it
+    with RayScorer(options, node_class=BigNode) as remote:
+        assert remote.config == options.record_config() == vqa.ScoreOptions(workers=1).record_config()
+        assert {a["workers"] for a in remote.actors()} == {20}
+
+
 @pytest.mark.slow
 def test_records_identical_to_the_local_engine(cluster, folder, tmp_path):
     from vqa import Scorer

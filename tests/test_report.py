@@ -176,3 +176,44 @@ BAD = {
 def test_invalid_records_rejected(mutate):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(_mutated(mutate), CONTRACT_SCHEMA)
+
+
+# --- the record's shape has one home: vqa.types ------------------------------------------------
+
+def _object_schema(name: str) -> dict:
+    spec = CONTRACT_SCHEMA["properties"][name]
+    return next(s for s in spec.get("oneOf", [spec]) if s.get("type") == "object")
+
+
+def test_the_schema_and_the_csv_columns_are_made_from_the_record_types():
+    from dataclasses import fields
+
+    from vqa.types import CONFIG_KEYS, RECORD_BLOCKS, VIDEO_RECORD_KEYS, block_keys
+
+    names = [f.name for f in fields(VideoScore)]
+    assert list(CONTRACT_SCHEMA["properties"]) == names
+    assert set(CONTRACT_SCHEMA["required"]) == set(names) - {"sampling", "timeline"}
+    assert list(_object_schema("video")["properties"]) == list(VIDEO_RECORD_KEYS)
+    assert set(VIDEO_RECORD_KEYS) <= {f.name for f in fields(VideoInfo)}
+    assert list(CONTRACT_SCHEMA["properties"]["defects"]["items"]["properties"]) == [f.name for f in fields(Defect)]
+    for name, block in RECORD_BLOCKS.items():
+        assert list(_object_schema(name)["properties"]) == list(block_keys(block)), name
+    assert list(CONFIG_KEYS) == list(block_keys(RECORD_BLOCKS["config"]))
+    nested = [f"{name}_{key}" for name in ("frames", "model", "config", "sampling")
+              for key in block_keys(RECORD_BLOCKS[name], required_only=True)]
+    assert list(CSV_COLUMNS) == [*names[:5], *VIDEO_RECORD_KEYS[:5], "error_code", "error_message", "warnings",
+                                 *VIDEO_RECORD_KEYS[5:], *nested]
+
+
+def test_a_scored_record_has_the_shape_of_its_types(scorer_for, make_clip, validate_record):
+    from dataclasses import fields
+
+    from vqa.types import RECORD_BLOCKS, VIDEO_RECORD_KEYS, block_keys
+
+    record = scorer_for().score(make_clip("clean"))
+    d = validate_record(record)
+    assert list(d) == [f.name for f in fields(VideoScore) if f.name != "timeline"]  # no timeline asked for
+    assert list(d["video"]) == list(VIDEO_RECORD_KEYS)
+    for name, block in RECORD_BLOCKS.items():
+        if name != "error":  # None: the clip scored
+            assert list(d[name]) == list(block_keys(block, required_only=True)), name

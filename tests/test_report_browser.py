@@ -41,7 +41,7 @@ def _check_page(page, records):
     ok = [r for r in records if r["status"] == "ok"]
     assert dom.count("svg.timeline") >= len(ok)
     assert dom.count("polyline.score") == sum(bool(r.get("timeline")) for r in ok)
-    assert dom.count("svg.histogram") == 1 and dom.count("rect.bar") == 20
+    assert dom.count("svg.histogram") == 1 and dom.count("g.bin") == 20
     # The hostile name is text: no element came out of it, and its text is in a cell.
     assert not any(tag == "img" and a.get("src") == "x" for tag, a in dom.attrs_seen)
     return dom

@@ -111,6 +111,9 @@ def test_summary_counts():
     s = summary(records, rows)
     assert s["videos"] == 200 and s["status"]["error"] == 20 and s["status"]["ok"] == 180
     assert sum(s["categories"].values()) == 180 and sum(s["histogram"]) == 180
+    # Each bar's split by category is the records' own: it adds up to the bar and to the counts.
+    assert [sum(b.values()) for b in s["histogram_categories"]] == s["histogram"]
+    assert {c: sum(b.get(c, 0) for b in s["histogram_categories"]) for c in s["categories"]} == s["categories"]
     assert sum(s["errors"].values()) == 20 and set(s["errors"]) <= {"E_NOT_VIDEO", "E_DECODE", "E_TIMEOUT", "E_EMPTY"}
     assert s["defect_segments"]["blur"] == sum(d["type"] == "blur" for r in records for d in r["defects"])
     assert s["with_timeline"] == 180 and len(s["setups"]) == 1 and s["setups"][0][1] == 200
@@ -237,3 +240,19 @@ def test_long_text_is_cut_saying_how_much():
     assert r["error_message"].startswith("A" * SHOWN_CHARS) and r["error_message"].endswith("(198,000 more characters)")
     assert len(r["path"]) < SHOWN_CHARS + 40 and len(r["warnings"]) == SHOWN_WARNINGS
     assert row(0, {"path": "short.mp4", "status": "ok"})["path"] == "short.mp4"
+
+
+def test_the_reader_finds_every_field_it_shows_in_a_record_of_the_types():
+    # A record made from vqa.types with every field filled: a key the reader spells otherwise
+    # (a renamed field) would come back empty here.
+    from vqa.types import Defect, VideoInfo, VideoScore
+
+    video = VideoInfo(width=640, height=360, fps=25.0, duration_s=2.0, frame_count=50, codec="h264")
+    ok = VideoScore(path="a.mp4", status="ok", score=63.2, category="good", defects=[Defect("blur", 0.7, 0.0, 1.0)],
+                    video=video, warnings=["W_ROTATED: 90"], model={"name": "m", "version": "1", "sha256": "0" * 64},
+                    timeline=[{"t_s": 0.5, "score": 60.0, "blur": 0.9, "black": False, "frozen": False}]).to_dict()
+    failed = VideoScore(path="b.mp4", status="error", error={"code": "E_DECODE", "message": "no frame"}).to_dict()
+    shown = row(0, ok)
+    assert all(shown[k] not in (None, "", []) for k in shown if not k.startswith("error_")), shown
+    assert row(1, failed)["error_code"] == "E_DECODE" and row(1, failed)["error_message"] == "no frame"
+    assert summary([ok], [shown])["setups"] == [({"model": ok["model"], "config": {}}, 1)]

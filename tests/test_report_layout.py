@@ -11,7 +11,7 @@ import json
 
 import pytest
 from browser import ARTIFACTS, open_page, parse
-from synthetic_records import synthetic_records
+from synthetic_records import category, synthetic_records
 
 from vqa.report_html import write_report
 
@@ -23,7 +23,7 @@ MEASURE = r"""<script>
   function lines(node){var r=document.createRange();r.selectNodeContents(node);var tops={};
     Array.prototype.forEach.call(r.getClientRects(),function(b){if(b.width>0)tops[Math.round(b.top)]=1;});
     return Object.keys(tops).length;}
-  var m={paths:[],clipped:[],lanes:[]};
+  var m={paths:[],clipped:[],lanes:[],bars:[]};
   // The cell's last text: the file name (a name of up to 30 characters is one text).
   document.querySelectorAll('td.path').forEach(function(td){
     m.paths.push({text:td.textContent,name:td.lastChild.textContent,lines:lines(td.lastChild)});});
@@ -31,6 +31,8 @@ MEASURE = r"""<script>
     var svg=t.ownerSVGElement,b=t.getBBox(),w=svg.viewBox.baseVal.width;
     if(b.x<0||b.x+b.width>w+0.5)m.clipped.push(t.textContent);});
   document.querySelectorAll('svg.timeline text[font-size="8"]').forEach(function(t){m.lanes.push(t.textContent);});
+  document.querySelectorAll('svg.histogram rect.bar').forEach(function(r){var b=r.getBBox();
+    m.bars.push({x:b.x,height:b.height,fill:getComputedStyle(r).fill});});
   document.body.setAttribute('data-measure',JSON.stringify(m));
 })();
 </script>"""
@@ -78,6 +80,27 @@ def test_no_chart_label_is_clipped_and_lanes_carry_whole_names(tmp_path):
     _page, m = _measured(tmp_path, "labels", _records())
     assert m["clipped"] == []
     assert "low_resolution" in m["lanes"] and "compression" in m["lanes"], m["lanes"]
+
+
+def test_the_histogram_bars_carry_the_colour_of_the_category_the_records_give(tmp_path):
+    from vqa.report_html._page import CATEGORY_COLORS
+
+    scores = [97.0, 92.0, 85.0, 85.5, 74.0, 66.0, 52.0, 41.0, 33.0, 12.0]
+    records = [r for r in synthetic_records(20, with_timeline=False) if r["status"] == "ok"][:len(scores)]
+    for r, s in zip(records, scores):
+        r["score"], r["category"] = s, category(s)  # the model's bands (models/vqa.json)
+    records[3]["category"] = "fair"  # an 85 its defects capped (an earlier model's record): its word is shown
+    _page, m = _measured(tmp_path, "histogram", records)
+    rgb = {f"rgb({int(c[1:3], 16)}, {int(c[3:5], 16)}, {int(c[5:7], 16)})": name for name, c in CATEGORY_COLORS.items()}
+    bar = (420 - 40) / 20  # histogram_svg's plot width over its 20 bars, 25 px in
+    drawn: dict[int, set] = {}
+    for b in m["bars"]:
+        if b["height"] > 0:
+            drawn.setdefault(int((b["x"] - 25 + 1) // bar), set()).add(rgb.get(b["fill"], b["fill"]))
+    given: dict[int, set] = {}
+    for r in records:
+        given.setdefault(min(int(r["score"] // 5), 19), set()).add(r["category"])
+    assert drawn == given
 
 
 @pytest.mark.parametrize("fragment", ["#text=%E0%A4%A", "#%", "#status=%ZZ&sort=-score", "#page=%"])

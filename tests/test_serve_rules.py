@@ -68,11 +68,12 @@ def test_paths_outside_the_roots_are_refused(tree, name):
 
 def test_paths_inside_are_expanded_as_the_cli_does_and_confined_to_their_root(tree):
     root, _outside = tree
-    inputs = Roots([root]).resolve(["day1", str(root / "in.mp4"), "missing.mp4"])
+    # in.mp4 leads to day1/a.mp4: one file, scored once, under the name it had first.
+    inputs = Roots([root]).resolve([str(root / "in.mp4"), "day1", "missing.mp4"])
     paths = [os.path.relpath(i.path, root) for i in inputs]
-    assert paths == ["day1/a.mp4", "day1/zz_out.mp4", "in.mp4", "missing.mp4"]
-    assert [i.error and i.error[0] for i in inputs] == [None, "E_BAD_PATH", None, "E_NOT_FOUND"]
-    named = inputs[2].path
+    assert paths == ["in.mp4", "day1/zz_out.mp4", "missing.mp4"]
+    assert [i.error and i.error[0] for i in inputs] == [None, "E_BAD_PATH", "E_NOT_FOUND"]
+    named = inputs[0].path
     assert isinstance(named, FoundPath) and named.root == os.path.realpath(root)  # checked again at open
 
 
@@ -186,16 +187,28 @@ def test_an_upload_job_that_cannot_be_stored_leaves_no_folder(tmp_path):
     assert os.listdir(tmp_path / UPLOADS) == []
 
 
+def test_a_file_named_twice_is_one_input_as_on_the_command_line(tree):
+    from vqa.inputs import expand_inputs
+
+    root, _outside = tree
+    os.link(root / "day1" / "a.mp4", root / "hard.mp4")  # a name of its own, as on the command line
+    named = ["day1/a.mp4", "day1/./a.mp4", "in.mp4", "hard.mp4", "day1", "hard.mp4"]
+    served = [i.path for i in Roots([root]).resolve(named)]
+    assert served == [i.path for i in expand_inputs([str(root / p) for p in named])]
+    assert served == [str(root / "day1" / "a.mp4"), str(root / "hard.mp4"), str(root / "day1" / "zz_out.mp4")]
+
+
 def test_a_job_names_each_file_once_and_no_more_than_the_limit(tree):
     from vqa.serve.paths import TooManyInputs
 
     root, _outside = tree
     once = Roots([root]).resolve(["."])
     many = Roots([root]).resolve(["."] * 50_000 + ["day1", "./day1/", str(root / "day1" / "a.mp4")])
-    assert [i.path for i in many] == [i.path for i in once] and len(once) == 4
-    assert len(Roots([root]).resolve(["."], limit=4)) == 4
-    with pytest.raises(TooManyInputs, match="--max-inputs 3") as refused:
-        Roots([root]).resolve(["."], limit=3)
+    # day1/a.mp4, day1/zz_out.mp4, out.mp4; in.mp4 leads to day1/a.mp4, found first
+    assert [i.path for i in many] == [i.path for i in once] and len(once) == 3
+    assert len(Roots([root]).resolve(["."], limit=3)) == 3
+    with pytest.raises(TooManyInputs, match="--max-inputs 2") as refused:
+        Roots([root]).resolve(["."], limit=2)
     assert refused.value.code == "E_TOO_LARGE"
     with pytest.raises(PathRefused, match="not a path"):  # JSON may carry a lone surrogate
         Roots([root]).resolve(["\ud800.mp4"])

@@ -3,8 +3,8 @@ bounds, command-line flag and help.
 
     ScoreOptions(...)          what a caller asked for ("auto" and None where it left the choice)
       .validate()              every check, once: UsageError / BackendUnavailable
-      .resolve(cores)          every "auto" and None decided -> Resolved (what the engine runs)
-        .record_config()       the ``config`` block of each record (and the job store's key)
+      .record_config()         the ``config`` block of each record (and the job store's key): no cores
+      .resolve(cores)          every "auto" and None decided -> Resolved: what runs where workers start
 
 ``vqa.cli`` makes its ``vqa score`` flags from the fields' metadata, ``Scorer``, ``RayScorer``,
 ``vqa bench`` and the folder job take a ``ScoreOptions``; none of them re-defaults or
@@ -30,12 +30,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import decode
+from .codes import ErrorCode
 from .errors import BackendUnavailable, UsageError
 from .infer import (AUTO_BACKEND, AUTO_PRECISION, BACKENDS, DEFAULT_BACKEND, DEFAULT_MODE, DEFAULT_PRECISION,
                     LIGHT_INFERENCE, MODES, PRECISIONS, pick_backend, pick_precision)
 from .limits import MIN_WORKER_MEMORY_MB, auto_worker_memory_mb
 from .sample import FRAME_MODES
 from .threads import MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS, max_workers, plan_threads, starving_split
+from .types import CONFIG_KEYS
 
 MAX_BATCH_SIZE = 256
 # batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
@@ -221,7 +223,7 @@ class ScoreOptions:
              "(cuda only) runs the fp32 weights cast to float16. bf16 (OpenVINO only) runs "
              "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): faster, scores "
              "close to fp32 (the README's Performance section has the measured distance); "
-             "E_BACKEND elsewhere. auto: fp16 "
+             f"{ErrorCode.E_BACKEND} elsewhere. auto: fp16 "
              "on cuda, fp32 elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
@@ -245,12 +247,12 @@ class ScoreOptions:
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
         "part split across workers; 0: none). Past it the worker is killed and replaced and "
-        "the video gets E_TIMEOUT. auto: 120 s, more for long videos with --frames all.")
+        f"the video gets {ErrorCode.E_TIMEOUT}. auto: 120 s, more for long videos with --frames all.")
     worker_memory_mb: int | str | None = _option(
         "auto", _check_memory, flag="--worker-memory", parse=_parse_memory, metavar="auto|MIB",
         help="Address-space limit (RLIMIT_AS) per decode worker in MiB (0: none; default "
              "4096, none with --decoder nvdec). Less than a worker maps at start-up plus 256 MiB "
-             "(about 800 MiB) is refused before scoring (exit 2). Past it the video gets E_MEMORY_LIMIT.")
+             f"(about 800 MiB) is refused before scoring (exit 2). Past it the video gets {ErrorCode.E_MEMORY_LIMIT}.")
     nvdec_workers: int = _option(
         0, _check_nvdec_workers, flag="--nvdec-workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "
@@ -328,17 +330,28 @@ class ScoreOptions:
                              "use fewer, or leave --workers to auto")
         budget = plan_threads(workers=workers, inference_threads=self.threads, cores=cores, accelerator=gpu,
                               light_inference=light)
-        memory, batch = self.worker_memory_mb, self.batch_size
+        memory = self.worker_memory_mb
         if memory == "auto" and self.decoder in UNLIMITED_DECODERS:
             memory = None
         return Resolved(
-            options=self, batch_size=batch if isinstance(batch, int)
-            else AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode],
+            options=self, batch_size=self._batch_size(),
             workers=budget.workers, threads=budget.inference_threads, decode_threads=budget.decode_threads,
             worker_memory_mb=auto_worker_memory_mb(budget.workers) if isinstance(memory, str) else memory or None,
             timeout_s=self.timeout_s or None, nvdec_workers=self.nvdec_workers,
             split_warning=starving_split(budget, workers=self.workers, inference_threads=self.threads,
                                          accelerator=gpu, light_inference=light))
+
+    def _batch_size(self) -> int:  # the backend's and the mode's: the same on every machine
+        auto = AUTO_BATCH_SIZE_BY_BACKEND.get(self.backend, AUTO_BATCH_SIZE)[self.mode]
+        return self.batch_size if isinstance(self.batch_size, int) else auto
+
+    def record_config(self) -> dict[str, Any]:
+        """Each record's ``config`` (vqa.types.CONFIG_KEYS; ``timeline`` only when on), after
+        ``validate()``. No cores: a 2-core driver and 64-core nodes give the same block."""
+        values = {"sampling": self.frames, "backend": self.backend, "batch_size": self._batch_size(),
+                  "decoder": self.decoder, "precision": self.precision, "mode": self.mode,
+                  "timeline": True if self.timeline else None}
+        return {key: values[key] for key in CONFIG_KEYS if values[key] is not None}
 
     def replace(self, **changes: Any) -> ScoreOptions:
         values = asdict(self)
@@ -377,17 +390,8 @@ class Resolved:
     def timeline(self) -> bool:
         return self.options.timeline
 
-    def record_config(self) -> dict[str, Any]:
-        """The options a record's scores depend on, as each record's ``config`` carries them.
-        ``workers``, ``threads`` and the limits are left out on purpose: results do not depend
-        on them (tests hold them to that). ``timeline`` is there only when on: it changes no
-        score, but a record with it is another record."""
-        o = self.options
-        config: dict[str, Any] = {"sampling": o.frames, "backend": o.backend, "batch_size": self.batch_size,
-                                  "decoder": o.decoder, "precision": o.precision, "mode": o.mode}
-        if o.timeline:
-            config["timeline"] = True
-        return config
+    def record_config(self) -> dict[str, Any]:  # ScoreOptions.record_config: the same on any cores
+        return self.options.record_config()
 
 
 def cli_fields() -> list:

@@ -1,11 +1,13 @@
 """One exception root for the package; each error carries a stable code for output records."""
 from __future__ import annotations
 
+from vqa.codes import ErrorCode
+
 
 class VQAError(Exception):
     """Base of every error this package raises on purpose. ``code`` is stable across releases."""
 
-    code = "E_INTERNAL"
+    code: str = ErrorCode.E_INTERNAL
 
     def __init__(self, message: str, *, code: str | None = None):
         super().__init__(message)
@@ -20,35 +22,35 @@ class VQAError(Exception):
 class InputError(VQAError, ValueError):
     """The video cannot be scored: missing, empty, not a video, nothing decodable."""
 
-    code = "E_DECODE"
+    code = ErrorCode.E_DECODE
 
 
 class ModelError(VQAError, RuntimeError):
     """The model file is missing, corrupt or does not match its manifest."""
 
-    code = "E_MODEL"
+    code = ErrorCode.E_MODEL
 
 
 class BackendUnavailable(VQAError, ImportError):
     """A decode or inference backend was asked for but its package is not installed."""
 
-    code = "E_BACKEND"
+    code = ErrorCode.E_BACKEND
 
 
 class UsageError(VQAError, ValueError):
     """Options that cannot work together or are out of bounds."""
 
-    code = "E_USAGE"
+    code = ErrorCode.E_USAGE
 
 
 class ResourceError(VQAError):
     """The machine lacks what the run needs (shared memory in /dev/shm): the run's error, never
     a video's; nothing is scored or stored."""
 
-    code = "E_RESOURCE"
+    code = ErrorCode.E_RESOURCE
 
 
 class OutputError(VQAError):
     """The output or the job store cannot be written (a full disk, a read-only file system)."""
 
-    code = "E_OUTPUT"
+    code = ErrorCode.E_OUTPUT

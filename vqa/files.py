@@ -20,6 +20,7 @@ import re
 import stat
 from dataclasses import dataclass
 
+from vqa.codes import ErrorCode
 from vqa.errors import InputError
 
 # Bytes hashed at each end of the file. Container indexes and headers sit at the ends (moov,
@@ -74,7 +75,7 @@ def is_url(path: str) -> bool:
 def bad_path(path: str) -> InputError | None:
     """E_BAD_PATH for a path no file can have (a NUL byte), told before any system call."""
     if "\0" in path:
-        return InputError(f"{path!r} holds a NUL byte: no file can have that name", code="E_BAD_PATH")
+        return InputError(f"{path!r} holds a NUL byte: no file can have that name", code=ErrorCode.E_BAD_PATH)
     return None
 
 
@@ -83,27 +84,27 @@ def missing(path: str) -> InputError:
     (E_BAD_PATH), anything else E_NOT_FOUND. The one rule, whichever entry was used."""
     if is_url(path):
         return InputError(f"{path} is a URL, and URLs are not inputs: download the file and score "
-                          "the local copy", code="E_BAD_PATH")
-    return InputError(f"no such file: {path!r}; check the path", code="E_NOT_FOUND")
+                          "the local copy", code=ErrorCode.E_BAD_PATH)
+    return InputError(f"no such file: {path!r}; check the path", code=ErrorCode.E_NOT_FOUND)
 
 
 def _fail(path: str, exc: OSError) -> InputError:
     if exc.errno == errno.ENOENT:
         return missing(path)
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return InputError(f"cannot read {path!r}: permission denied", code="E_UNREADABLE")
+        return InputError(f"cannot read {path!r}: permission denied", code=ErrorCode.E_UNREADABLE)
     if exc.errno == errno.ENAMETOOLONG:
         return InputError(f"{path[:80]!r}... cannot be opened: its path ({len(os.fsencode(path))} bytes) "
-                          "is longer than the system allows (PATH_MAX)", code="E_BAD_PATH")
-    return InputError(f"cannot open {path!r}: {exc.strerror}", code="E_UNREADABLE")
+                          "is longer than the system allows (PATH_MAX)", code=ErrorCode.E_BAD_PATH)
+    return InputError(f"cannot open {path!r}: {exc.strerror}", code=ErrorCode.E_UNREADABLE)
 
 
 def _check_kind(path: str, st: os.stat_result) -> None:
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{path!r} is a directory, expected a video file", code="E_NOT_VIDEO")
+        raise InputError(f"{path!r} is a directory, expected a video file", code=ErrorCode.E_NOT_VIDEO)
     if not stat.S_ISREG(st.st_mode):
         # A FIFO or device named like a video would block the decoder's open() for good.
-        raise InputError(f"{path!r} is not a regular file", code="E_BAD_PATH")
+        raise InputError(f"{path!r} is not a regular file", code=ErrorCode.E_BAD_PATH)
 
 
 def open_input(path: str) -> OpenedFile:
@@ -130,9 +131,9 @@ def open_input(path: str) -> OpenedFile:
             real = _real_path(fd, path)
             if not inside(real, root):
                 raise InputError(f"{path!r} leads outside the folder it was found in ({root!r}) when "
-                                 f"opened: to {real!r}", code="E_BAD_PATH")
+                                 f"opened: to {real!r}", code=ErrorCode.E_BAD_PATH)
         if st.st_size == 0:
-            raise InputError(f"{path!r} is empty (0 bytes)", code="E_EMPTY")
+            raise InputError(f"{path!r} is empty (0 bytes)", code=ErrorCode.E_EMPTY)
         return OpenedFile(fd, st.st_size, st.st_mtime_ns)
     except BaseException:
         os.close(fd)

@@ -5,6 +5,10 @@ order, keeping names that match the video extensions (or ``--glob`` patterns). D
 symlinks are never followed (they can loop); a file symlink found in a folder is kept only
 when it resolves inside that folder, so a link in an upload tree cannot pull in
 ``/etc/passwd`` or another user's files.
+
+Each file is scored and recorded once, however often it is named or found (``input_key``
+says when two inputs are one file): ``vqa score``, ``vqa.job.run_folder_job`` and the
+service's jobs all expand their paths here.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from vqa.codes import ErrorCode
 from vqa.files import FoundPath, bad_path, inside, is_url, missing
 
 # The names a folder walk takes: the extensions of the containers and streams the decoders
@@ -141,13 +146,44 @@ def walk_videos(folder: str, *, patterns: Iterable[str] | None = None,
     return sorted(found)
 
 
-def _inside(path: str, root_real: str) -> bool:
-    return inside(os.path.realpath(path), root_real)
+def input_key(item: Input, *, real: str | None = None) -> tuple[str, str]:
+    """Which file ``item`` is, so that each is scored once: its real path (``os.path.realpath``:
+    absolute, every symlink, ``.`` and ``..`` resolved; ``real`` when the caller knows it
+    already). A file found in a folder and named again, ``DIR/./a.mp4`` and a symlink to it are
+    one file; the first of them is kept. Hard links are names of their own, each with its
+    record, as ``ls`` lists them. An input refused already (missing, a link leading out of its
+    folder) is one per name as given, made absolute: its record is about that name, not about
+    where it leads."""
+    if item.error is None:
+        return ("real", os.path.realpath(item.path) if real is None else real)
+    return ("name", os.path.normpath(os.path.abspath(item.path)))
+
+
+def _once(keyed: Iterable[tuple[tuple, Input]], seen: dict[tuple, str], warn: Callable[[str], None]) -> list[Input]:
+    """The inputs whose key is not in ``seen`` yet (which learns them), in order; ``warn`` hears
+    once how many were left out."""
+    kept: list[Input] = []
+    again: list[tuple[str, str]] = []
+    for key, item in keyed:
+        if key in seen:
+            again.append((item.path, seen[key]))
+        else:
+            seen[key] = item.path
+            kept.append(item)
+    if again:
+        path, first = again[0]
+        known = "" if path == first else f" (as {first!r})"
+        also = f", and {len(again) - 1} more paths did" if len(again) > 1 else ""
+        warn(f"{path!r} named a file already in the job{known}{also}: each file is scored once")
+    return kept
 
 
 def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | None = None,
-                  warn: Callable[[str], None] = lambda msg: None) -> list[Input]:
-    """Files as given, folders expanded to their videos, in the order given.
+                  warn: Callable[[str], None] = lambda msg: None, seen: dict[tuple, str] | None = None) -> list[Input]:
+    """Files as given, folders expanded to their videos, in the order given, each file once:
+    the first time it is named or found (``input_key``). ``seen``: the files of the job so far
+    (``input_key`` -> path), for a caller that expands a job's paths a few at a time; it learns
+    the files found here.
 
     A path that does not exist is kept with E_NOT_FOUND (a URL is told that URLs are not
     inputs), a file found in a folder that resolves outside it gets E_BAD_PATH, and a folder
@@ -156,36 +192,50 @@ def expand_inputs(paths: Iterable[str | Input], *, patterns: Iterable[str] | Non
     when it opens one, that it still leads inside that folder. An ``Input`` among ``paths`` is
     expanded already and is kept as it is.
     """
-    inputs: list[Input] = []
+    keyed: list[tuple[tuple, Input]] = []
     for p in paths:
         if isinstance(p, Input):  # expanded already (a job a service stored): kept as it is
-            inputs.append(p)
+            keyed.append((input_key(p), p))
             continue
         p = os.fsdecode(p)
         problem = bad_path(p)
         if problem is not None:
-            inputs.append(Input(p, (problem.code, problem.message)))
+            keyed.append(_keyed(Input(p, (problem.code, problem.message))))
         elif os.path.isdir(p):
-            root_real = os.path.realpath(p)
-            unreadable: list[Input] = []
-            videos = walk_videos(p, patterns=patterns, on_error=lambda path, e: unreadable.append(
-                Input(path, ("E_UNREADABLE", f"cannot read the folder {path!r}: {e.strerror}; "
-                                             "the videos in it, if any, were not scored"))))
-            if not videos and not unreadable:
-                warn(f"no video files found in {p}")
-            found = []
-            for v in videos:
-                if os.path.islink(v) and not _inside(v, root_real):
-                    found.append(Input(v, ("E_BAD_PATH", f"{v!r} is a link that leads outside {p!r}")))
-                else:
-                    found.append(Input(FoundPath(v, root_real)))
-            for item in unreadable:
-                if item.error is not None:  # each has one: it was made for its error
-                    warn(item.error[1])
-            inputs.extend(sorted(found + unreadable, key=lambda i: i.path))
+            keyed.extend(_walked(p, patterns, warn))
         elif not os.path.lexists(p):
             problem = missing(p)  # the rule the decoder's open applies too
-            inputs.append(Input(p, (problem.code, problem.message)))
+            keyed.append(_keyed(Input(p, (problem.code, problem.message))))
         else:
-            inputs.append(Input(p))
-    return inputs
+            keyed.append(_keyed(Input(p)))
+    return _once(keyed, {} if seen is None else seen, warn)
+
+
+def _keyed(item: Input) -> tuple[tuple, Input]:
+    return input_key(item), item
+
+
+def _walked(folder: str, patterns: Iterable[str] | None, warn: Callable[[str], None]) -> list[tuple[tuple, Input]]:
+    """The videos under ``folder``, sorted, each with its ``input_key``."""
+    root_real = os.path.realpath(folder)
+    unreadable: list[Input] = []
+    videos = walk_videos(folder, patterns=patterns, on_error=lambda path, e: unreadable.append(
+        Input(path, (ErrorCode.E_UNREADABLE, f"cannot read the folder {path!r}: {e.strerror}; "
+                                             "the videos in it, if any, were not scored"))))
+    if not videos and not unreadable:
+        warn(f"no video files found in {folder}")
+    found = []
+    for v in videos:
+        if os.path.islink(v):
+            real = os.path.realpath(v)
+            if not inside(real, root_real):
+                found.append(_keyed(Input(v, (ErrorCode.E_BAD_PATH, f"{v!r} is a link that leads outside {folder!r}"))))
+                continue
+        else:  # the walk enters no linked folder: the real path is the folder's, then the names
+            real = os.path.join(root_real, v[len(folder):].lstrip("/"))  # v is os.path.join(folder, ...)
+        item = Input(FoundPath(v, root_real))
+        found.append((input_key(item, real=real), item))
+    for item in unreadable:
+        if item.error is not None:  # each has one: it was made for its error
+            warn(item.error[1])
+    return sorted(found + [_keyed(item) for item in unreadable], key=lambda pair: pair[1].path)

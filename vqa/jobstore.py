@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from vqa.errors import InputError, OutputError, UsageError
 from vqa.files import bad_path, fingerprint, open_input
+from vqa.types import RESULT_OPTIONS  # the config keys that change a result: one table
 
 if TYPE_CHECKING:  # for annotations only: the store is opened before numpy is needed
     from vqa.types import VideoInfo
@@ -48,10 +49,6 @@ CREATE TABLE IF NOT EXISTS results (
 """
 _COLUMNS = ["path", "size", "mtime_ns", "fingerprint", "config", "status", "record", "scored_at"]  # SCHEMA's
 
-# The config keys that change a result. batch_size and mode only change speed (results do not
-# depend on them: tests/test_engine.py), and the worker count is not in config at all.
-# "timeline" is in config only when on: a record stored without its timeline is not reused.
-RESULT_OPTIONS = ("sampling", "backend", "decoder", "precision", "timeline")
 _SQLITE_MAGIC = b"SQLite format 3\0"
 _DAMAGED_HINT = ("; if it is damaged, delete it (with its -wal and -shm) or pass another --db, and re-run: "
                  "its videos are scored again, each once")

@@ -24,19 +24,20 @@ from __future__ import annotations
 import os
 import threading
 
+from vqa.codes import ErrorCode
 from vqa.errors import VQAError
 
 
 class ForkedError(VQAError, RuntimeError):
     """A Scorer (or what it holds) used in a process forked from the one that made it."""
 
-    code = "E_USAGE"
+    code = ErrorCode.E_USAGE
 
 
 class CallbackError(VQAError, RuntimeError):
     """A blocking call on the engine's own thread, from a future's done-callback."""
 
-    code = "E_USAGE"
+    code = ErrorCode.E_USAGE
 
 
 class Owner:

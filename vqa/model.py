@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .aggregate import Decision
+from .codes import ErrorCode
 from .errors import ModelError
 from .preprocess import Geometry
 
@@ -63,14 +64,14 @@ class ModelSpec:
     def path(self, key: str) -> Path:
         """The verified path of one model file (key as in the manifest's "files")."""
         if key not in self.files:
-            raise ModelError(f"model {self.name} has no {key} file", code="E_MODEL_MISSING")
+            raise ModelError(f"model {self.name} has no {key} file", code=ErrorCode.E_MODEL_MISSING)
         path = self.directory / self.files[key]
         if not path.is_file():
-            raise ModelError(f"model file missing: {path}", code="E_MODEL_MISSING")
+            raise ModelError(f"model file missing: {path}", code=ErrorCode.E_MODEL_MISSING)
         digest = file_sha256(path)
         if digest != self.sha256.get(key):
             raise ModelError(f"model file {path} is corrupt or was replaced: sha256 {digest[:12]}… "
-                             f"does not match the manifest", code="E_MODEL_CORRUPT")
+                             f"does not match the manifest", code=ErrorCode.E_MODEL_CORRUPT)
         return path
 
     def record(self, files: Sequence[str]) -> dict:
@@ -106,6 +107,6 @@ def load_model_spec(model_dir: str | os.PathLike | None = None) -> ModelSpec:
                          manifest_sha256=hashlib.sha256(raw).hexdigest())
     except FileNotFoundError:
         raise ModelError(f"no model manifest at {manifest}; pass --model-dir or set {ENV_MODEL_DIR}",
-                         code="E_MODEL_MISSING") from None
+                         code=ErrorCode.E_MODEL_MISSING) from None
     except (ValueError, KeyError, TypeError) as e:
-        raise ModelError(f"model manifest {manifest} is unreadable: {e}", code="E_MODEL_CORRUPT") from None
+        raise ModelError(f"model manifest {manifest} is unreadable: {e}", code=ErrorCode.E_MODEL_CORRUPT) from None

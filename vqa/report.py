@@ -10,23 +10,26 @@ import csv
 import json
 import re
 from abc import ABC, abstractmethod
+from dataclasses import fields
 from typing import Any, Callable, Mapping, Protocol
 
+from vqa.codes import ErrorCode
 from vqa.errors import UsageError
-from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, VideoScore
+from vqa.types import (DEFECT_TYPES, MODEL_DEFECTS, VIDEO_RECORD_KEYS, ConfigBlock, Defect, ErrorBlock, FramesBlock,
+                       ModelBlock, SamplingBlock, VideoScore, block_keys)
 
 FORMATS = ("table", "json", "jsonl", "csv")
 from .aggregate import CATEGORIES
 
-# Every field of the contract, flat. The first 13 columns came first and keep their names and
-# order; the nested objects follow as "<object>_<key>" columns (video's keys keep their bare names).
-_VIDEO_KEYS = ("width", "height", "fps", "duration_s", "codec", "rotation", "frame_count",
-               "pixel_format", "size_bytes", "fingerprint")
+# Every field of the contract, flat, from its types (vqa.types). The first 13 columns came first
+# and keep their names and order; the nested objects follow as "<object>_<key>" columns (video's
+# keys keep their bare names; config's timeline, there only when on, has none).
+_VIDEO_KEYS = VIDEO_RECORD_KEYS
 _NESTED = {
-    "frames": ("sampled", "decoded", "decode_errors"),
-    "model": ("name", "version", "sha256"),
-    "config": ("sampling", "backend", "batch_size", "decoder", "precision", "mode"),
-    "sampling": ("mode", "requested", "runs", "run_length"),
+    "frames": block_keys(FramesBlock),
+    "model": block_keys(ModelBlock),
+    "config": block_keys(ConfigBlock, required_only=True),
+    "sampling": block_keys(SamplingBlock),
 }
 CSV_COLUMNS = (
     "path", "status", "score", "category", "defects", "width", "height", "fps",
@@ -37,14 +40,17 @@ CSV_COLUMNS = (
 _NUM = {"type": "number"}
 _COUNT = {"type": "integer", "minimum": 0}
 
-# One record. Fields may be added later, so additionalProperties stays open everywhere;
-# what an "ok" record must carry beyond the common keys is stated in the if/then.
+_STRING = {"type": "string"}
+
+# One record: its keys are VideoScore's fields, its objects' keys those of their types
+# (vqa.types); a test holds every key here to them. Fields may be added later, so
+# additionalProperties stays open everywhere; what an "ok" record must carry beyond the common
+# keys is stated in the if/then.
 CONTRACT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "vqa video score record",
     "type": "object",
-    "required": ["path", "status", "score", "category", "defects", "video", "frames",
-                 "model", "config", "error", "warnings"],
+    "required": [f.name for f in fields(VideoScore) if f.metadata.get("required", True)],
     "properties": {
         "path": {"type": "string"},
         "status": {"enum": ["ok", "error"]},
@@ -52,7 +58,7 @@ CONTRACT_SCHEMA: dict[str, Any] = {
         "category": {"enum": [*CATEGORIES, None]},
         "defects": {"type": "array", "items": {
             "type": "object",
-            "required": ["type", "severity", "start_s", "end_s"],
+            "required": [f.name for f in fields(Defect)],
             "properties": {
                 "type": {"enum": list(DEFECT_TYPES)},
                 "severity": {"type": "number", "minimum": 0, "maximum": 1},
@@ -68,27 +74,30 @@ CONTRACT_SCHEMA: dict[str, Any] = {
                 "height": {"type": "integer", "minimum": 1},
                 "fps": {"type": "number", "minimum": 0},
                 "duration_s": {"type": "number", "minimum": 0},
-                "codec": {"type": "string"},
+                "codec": _STRING,
                 "rotation": {"enum": [0, 90, 180, 270]},
+                "frame_count": _COUNT,
+                "pixel_format": _STRING,
                 "size_bytes": _COUNT,
-                "fingerprint": {"type": "string"},
+                "fingerprint": _STRING,
             },
         }]},
-        "frames": {"type": "object", "properties": {
-            "sampled": _COUNT, "decoded": _COUNT, "decode_errors": _COUNT}},
+        "frames": {"type": "object", "properties": {key: _COUNT for key in block_keys(FramesBlock)}},
         "model": {"type": "object", "properties": {
-            "name": {"type": "string"}, "version": {"type": "string"},
-            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+            "name": _STRING, "version": _STRING, "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
         "config": {"type": "object", "properties": {
             "sampling": {"oneOf": [{"enum": ["default", "all"]},
                                    {"type": "integer", "minimum": 1}]},
-            "backend": {"type": "string"},
-            "batch_size": {"type": "integer", "minimum": 1}}},
+            "backend": _STRING,
+            "batch_size": {"type": "integer", "minimum": 1},
+            "decoder": _STRING, "precision": _STRING, "mode": _STRING, "timeline": {"type": "boolean"}}},
+        "sampling": {"type": "object", "properties": {
+            "mode": _STRING, "requested": {"type": ["integer", "null"], "minimum": 0}, "runs": _COUNT,
+            "run_length": _COUNT}},
         "error": {"oneOf": [{"type": "null"}, {
             "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "string", "pattern": "^E_[A-Z_]+$"},
-                           "message": {"type": "string"}},
+            "required": list(block_keys(ErrorBlock)),
+            "properties": {"code": {"type": "string", "pattern": "^E_[A-Z_]+$"}, "message": _STRING},
         }]},
         "warnings": {"type": "array", "items": {"type": "string"}},
         # Only with --timeline (Scorer(timeline=True)): one point per sampled frame, in time order.
@@ -109,8 +118,8 @@ CONTRACT_SCHEMA: dict[str, Any] = {
         "properties": {
             "score": _NUM, "category": {"enum": list(CATEGORIES)},
             "video": {"type": "object"}, "error": {"type": "null"},
-            "frames": {"required": ["sampled", "decoded", "decode_errors"]},
-            "model": {"required": ["name", "version", "sha256"]},
+            "frames": {"required": list(block_keys(FramesBlock))},
+            "model": {"required": list(block_keys(ModelBlock))},
             "config": {"required": ["sampling", "backend", "batch_size"]},
         },
     },
@@ -250,7 +259,7 @@ class TableWriter(Writer):
         path = _printable(d["path"]).ljust(self.path_width)
         if d["status"] != "ok":
             err = d.get("error") or {}
-            text = f"{path}   error {err.get('code', 'E_INTERNAL')}  {_printable(err.get('message', ''))}"
+            text = f"{path}   error {err.get('code', ErrorCode.E_INTERNAL)}  {_printable(err.get('message', ''))}"
         else:
             defects = ", ".join(
                 f"{x['type']} ({x['severity']:.2f}, {_fmt_num(x['start_s'])}\u2013{_fmt_num(x['end_s'])} s)"

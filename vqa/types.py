@@ -1,8 +1,14 @@
-"""Typed records passed between stages. Units live in the field names."""
+"""Typed records passed between stages. Units live in the field names.
+
+The record a video ends with (``VideoScore.to_dict()``, the output contract) has its shape
+here and only here: its fields, the keys of ``video`` (``VIDEO_RECORD_KEYS``) and of the
+objects inside it (the ``...Block`` types). The JSON Schema and the CSV columns
+(``vqa.report``) are made from them, and tests hold the report's reader to them.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -11,6 +17,75 @@ DEFECT_TYPES = (
 )
 # Defects the network predicts per frame; frozen and black are measured from the frames.
 MODEL_DEFECTS = DEFECT_TYPES[:6]
+
+
+class FramesBlock(TypedDict):
+    """A record's ``frames``: frames scored, decoded to reach them, and failed to decode."""
+
+    sampled: int
+    decoded: int
+    decode_errors: int
+
+
+class ModelBlock(TypedDict):
+    """A record's ``model``: the model's name, version and the sha256 of the file that ran."""
+
+    name: str
+    version: str
+    sha256: str
+
+
+class _ConfigBlock(TypedDict):
+    sampling: int | str  # --frames: "default", "all" or a count
+    backend: str
+    batch_size: int
+    decoder: str
+    precision: str
+    mode: str
+
+
+class ConfigBlock(_ConfigBlock, total=False):
+    """A record's ``config``: the options a result was made with (``CONFIG_KEYS`` says which of
+    them change it); ``timeline`` only when on."""
+
+    timeline: bool
+
+
+class SamplingBlock(TypedDict):
+    """A record's ``sampling``: the plan used (``SamplePlan.to_dict``)."""
+
+    mode: str
+    requested: int | None
+    runs: int
+    run_length: int
+
+
+class ErrorBlock(TypedDict):
+    """A record's ``error``: a stable code (vqa.codes.ErrorCode) and a message for people."""
+
+    code: str
+    message: str
+
+
+# Each key of ``config`` in order, and whether it changes a result: the job store reuses a record
+# only for the same model and values of those that do (vqa.jobstore.config_key). batch_size and mode
+# change only speed (the engine's tests hold results to that); a timeline changes no score, but a
+# record with one is another. Workers, threads, limits: the machine's, planned where workers start.
+CONFIG_KEYS: dict[str, bool] = {"sampling": True, "backend": True, "batch_size": False, "decoder": True,
+                                "precision": True, "mode": False, "timeline": True}
+RESULT_OPTIONS = tuple(key for key, changes_result in CONFIG_KEYS.items() if changes_result)
+# The keys of a record's ``video``, in the order it carries them: VideoInfo's fields but
+# frame_count_declared and mtime_ns (properties of this copy of the file, not of its content).
+VIDEO_RECORD_KEYS = ("width", "height", "fps", "duration_s", "codec", "rotation", "frame_count",
+                     "pixel_format", "size_bytes", "fingerprint")
+# A record's objects by field, for whatever lists their keys (the schema, the CSV columns).
+RECORD_BLOCKS: dict[str, type] = {"frames": FramesBlock, "model": ModelBlock, "config": ConfigBlock,
+                                  "sampling": SamplingBlock, "error": ErrorBlock}
+
+
+def block_keys(block: type, *, required_only: bool = False) -> tuple[str, ...]:
+    """The keys of one of the ``...Block`` types, in order (``required_only``: those always there)."""
+    return tuple(k for k in block.__annotations__ if not required_only or k in block.__required_keys__)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -34,13 +109,9 @@ class VideoInfo:
     fingerprint: str = ""  # vqa.files.fingerprint: the size and the first and last 128 KiB
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "width": self.width, "height": self.height, "fps": round(self.fps, 3),
-            "duration_s": round(self.duration_s, 3), "codec": self.codec,
-            "rotation": self.rotation, "frame_count": self.frame_count,
-            "pixel_format": self.pixel_format, "size_bytes": self.size_bytes,
-            "fingerprint": self.fingerprint,
-        }
+        """The record's ``video``: ``VIDEO_RECORD_KEYS``, rates and times to 3 decimals."""
+        rounded = {"fps": round(self.fps, 3), "duration_s": round(self.duration_s, 3)}
+        return {k: rounded.get(k, getattr(self, k)) for k in VIDEO_RECORD_KEYS}
 
 
 @dataclass(frozen=True)
@@ -128,10 +199,12 @@ class VideoScore:
     frames: dict[str, int] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)
+    # Not required of a record read back (vqa.report.CONTRACT_SCHEMA): records made before
+    # there was a sampling block lack it, and a timeline is there only when asked for.
+    sampling: dict[str, Any] = field(default_factory=dict, metadata={"required": False})
     error: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
-    timeline: list[dict[str, Any]] | None = None
+    timeline: list[dict[str, Any]] | None = field(default=None, metadata={"required": False})
 
     @property
     def ok(self) -> bool:

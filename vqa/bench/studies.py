@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codes import ErrorCode
 from ..errors import BackendUnavailable, ModelError, UsageError
 from ..infer import BACKENDS, BY_NAME_ONLY, open_inferencer
 from ..model import ModelSpec, load_model_spec
@@ -120,7 +121,7 @@ def _open(spec: ModelSpec, backend: str, precision: str, threads: int | None):
     except BackendUnavailable as e:
         return None, e.message
     except ModelError as e:
-        if e.code == "E_MODEL_MISSING":  # e.g. a manifest without the int8 model
+        if e.code == ErrorCode.E_MODEL_MISSING:  # e.g. a manifest without the int8 model
             return None, e.message
         raise
     except UsageError as e:  # a precision this backend does not run

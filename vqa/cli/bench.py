@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from vqa.cli.common import EXIT_USAGE, debug, fail, option_for
+from vqa.codes import ErrorCode
 from vqa.config import DECODERS, cli_fields
 from vqa.errors import UsageError, VQAError
 
@@ -64,7 +65,7 @@ def bench(clip, studies, videos, clip_spec, sweep, no_sweep, rounds, quick, as_j
 
     if {"folder", "command"} & set(studies):
         if sweep and no_sweep:
-            fail("E_USAGE", "--workers and --no-sweep contradict each other", EXIT_USAGE)
+            fail(ErrorCode.E_USAGE, "--workers and --no-sweep contradict each other", EXIT_USAGE)
         _bench_folder(clip, studies, videos=videos, clip_spec=clip_spec, sweep=[] if no_sweep else sweep or None,
                       rounds=rounds, as_json=as_json, model_dir=model_dir, backends=backends, frames=frames,
                       decoders=decoders, batch_sizes=batch_sizes)

@@ -10,20 +10,21 @@ from typing import Any, NoReturn
 
 import click
 
+from vqa.codes import ErrorCode
 from vqa.config import cli_fields
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: interrupted
 EXIT_SIGPIPE = 128 + signal.SIGPIPE  # 141: the output's reader went away, as a shell reports `yes | head`
 
-EXIT_CODES_HELP = """\b
+EXIT_CODES_HELP = f"""\b
 Exit status:
   0  every video was scored
   1  some videos failed; each still has a record with status "error"
   2  usage error: bad option, missing model or backend, or a resource the
-     machine lacks (E_RESOURCE: /dev/shm too full); nothing scored
+     machine lacks ({ErrorCode.E_RESOURCE}: /dev/shm too full); nothing scored
   3  the run stopped early: an internal error, or the output or the job
-     store could not be written (E_OUTPUT); records so far are valid and in
+     store could not be written ({ErrorCode.E_OUTPUT}); records so far are valid and in
      the job store
   130, 143  interrupted by Ctrl-C (SIGINT) or SIGTERM; records so far are
      written and stored: run the same command again to resume

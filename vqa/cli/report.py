@@ -7,7 +7,8 @@ import sys
 import click
 
 from vqa import outputs
-from vqa.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from vqa.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, fail
+from vqa.codes import ErrorCode
 from vqa.errors import VQAError
 from vqa.words import counted
 
@@ -53,25 +54,21 @@ def report(results, out, thumbnails, quiet):
     from vqa.report_html import load_records
 
     if not out.strip():
-        click.echo("error: E_USAGE: --output is empty: give a file name", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(ErrorCode.E_USAGE, "--output is empty: give a file name", EXIT_USAGE)
     if outputs.file_key(out) == outputs.file_key(results):
-        click.echo(f"error: E_USAGE: --output {out} is RESULTS: writing it would destroy it", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(ErrorCode.E_USAGE, f"--output {out} is RESULTS: writing it would destroy it", EXIT_USAGE)
     try:
         records = load_records(results)
     except VQAError as e:
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
     except OSError as e:
-        click.echo(f"error: E_USAGE: cannot read {results}: {e.strerror}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(ErrorCode.E_USAGE, f"cannot read {results}: {e.strerror}", EXIT_USAGE)
     try:
         write_html(records, out, thumbnails=thumbnails, quiet=quiet, source=f"from {os.fsdecode(results)}")
     except VQAError as e:  # another job writes it, or it is no file to write
         click.echo(f"error: {e.code}: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
     except OSError as e:
-        click.echo(f"error: E_OUTPUT: cannot write {out}: {e.strerror}", err=True)
-        sys.exit(EXIT_INTERNAL)
+        fail(ErrorCode.E_OUTPUT, f"cannot write {out}: {e.strerror}", EXIT_INTERNAL)
     sys.exit(EXIT_OK)

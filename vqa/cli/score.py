@@ -12,6 +12,7 @@ import click
 from vqa.cli.common import (EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_SIGPIPE, EXIT_SIGTERM,
                             EXIT_SOME_FAILED,
                             EXIT_USAGE, debug, fail, score_options)
+from vqa.codes import ErrorCode
 from vqa.cli.report import write_html
 from vqa.config import ENGINES, ScoreOptions
 from vqa.errors import VQAError
@@ -106,7 +107,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
                         patterns=patterns, fail_fast=fail_fast, report=report, engine=engine_options,
                         warn=lambda m: click.echo(f"warning: {m}", err=True), make_scorer=_make_scorer)
         if engine == "local" and actors_per_node is not None:
-            fail("E_USAGE", "--actors-per-node needs --engine ray", EXIT_USAGE)
+            fail(ErrorCode.E_USAGE, "--actors-per-node needs --engine ray", EXIT_USAGE)
         options.validate()  # before the job store is made
         # Said once, here: the split is this machine's (Ray actors plan their own nodes).
         split_warning = options.resolve().split_warning if engine == "local" else None
@@ -156,7 +157,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
         except Exception as e:  # noqa: BLE001 - one clean line unless debugging
             if debug():
                 raise
-            fail(e.code if isinstance(e, VQAError) else "E_INTERNAL", str(e), EXIT_INTERNAL)
+            fail(e.code if isinstance(e, VQAError) else ErrorCode.E_INTERNAL, str(e), EXIT_INTERNAL)
         progress.close()
         if not quiet:
             click.echo(tally.summary(), err=True)
@@ -166,7 +167,7 @@ def _score(paths, options: ScoreOptions, *, fmt, output, db, retry_failed, patte
             except VQAError as e:  # another job writes it, or it is no file to write
                 fail(e.code, e.message, EXIT_USAGE)
             except OSError as e:
-                fail("E_OUTPUT", f"cannot write {report}: {e.strerror}", EXIT_INTERNAL)
+                fail(ErrorCode.E_OUTPUT, f"cannot write {report}: {e.strerror}", EXIT_INTERNAL)
     sys.exit(EXIT_SOME_FAILED if tally.failed else EXIT_OK)
 
 

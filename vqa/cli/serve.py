@@ -8,6 +8,7 @@ import os
 import click
 
 from vqa.cli.common import EXIT_USAGE, debug, fail, score_options
+from vqa.codes import ErrorCode
 from vqa.config import ScoreOptions
 from vqa.errors import VQAError
 from vqa.serve.settings import TOKEN_ENV, ServeSettings
@@ -57,7 +58,7 @@ def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_
     try:
         from vqa.serve.server import serve as run
     except ImportError as e:
-        fail("E_BACKEND", f"vqa serve needs the serve extra: pip install 'vqa[serve]' ({e})", EXIT_USAGE)
+        fail(ErrorCode.E_BACKEND, f"vqa serve needs the serve extra: pip install 'vqa[serve]' ({e})", EXIT_USAGE)
     extra = {"data_dir": data_dir} if data_dir else {}
     settings = ServeSettings(roots=list(roots), host=host, port=port, token=token or os.environ.get(TOKEN_ENV),
                              allow_no_token=allow_no_token, queue_jobs=queue_jobs, queue_uploads=queue_uploads,

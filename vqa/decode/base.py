@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from vqa.codes import ErrorCode, WarningCode
 from vqa.errors import InputError, UsageError
 from vqa.files import OpenedFile, bad_path, fingerprint, has_proc_fd, missing, open_input
 from vqa.limits import decode_budget_frames
@@ -84,18 +85,18 @@ def check_input_path(path: str) -> None:
     except FileNotFoundError:
         raise missing(path) from None
     except PermissionError:
-        raise InputError(f"cannot access {path!r}: permission denied", code="E_UNREADABLE") from None
+        raise InputError(f"cannot access {path!r}: permission denied", code=ErrorCode.E_UNREADABLE) from None
     except OSError as exc:
-        raise InputError(f"cannot access {path!r}: {exc.strerror}", code="E_UNREADABLE") from None
+        raise InputError(f"cannot access {path!r}: {exc.strerror}", code=ErrorCode.E_UNREADABLE) from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{path!r} is a directory, expected a video file", code="E_NOT_VIDEO")
+        raise InputError(f"{path!r} is a directory, expected a video file", code=ErrorCode.E_NOT_VIDEO)
     if not stat.S_ISREG(st.st_mode):
         # A FIFO or device named like a video would block the decoder's open() for good.
-        raise InputError(f"{path!r} is not a regular file", code="E_BAD_PATH")
+        raise InputError(f"{path!r} is not a regular file", code=ErrorCode.E_BAD_PATH)
     if st.st_size == 0:
-        raise InputError(f"{path!r} is empty (0 bytes)", code="E_EMPTY")
+        raise InputError(f"{path!r} is empty (0 bytes)", code=ErrorCode.E_EMPTY)
     if not os.access(path, os.R_OK):
-        raise InputError(f"cannot read {path!r}: permission denied", code="E_UNREADABLE")
+        raise InputError(f"cannot read {path!r}: permission denied", code=ErrorCode.E_UNREADABLE)
 
 
 def check_frame_size(path: str, width: int, height: int, max_pixels: int, *, what: str) -> None:
@@ -106,7 +107,7 @@ def check_frame_size(path: str, width: int, height: int, max_pixels: int, *, wha
         raise InputError(
             f"{path!r} {what} {width}x{height} frames ({width * height / 1e6:.1f} Mpx), above the "
             f"{max_pixels / 1e6:.1f} Mpx this reader decodes; a real video this large needs a "
-            "reader made with a larger max_pixels", code="E_TOO_MANY_PIXELS")
+            "reader made with a larger max_pixels", code=ErrorCode.E_TOO_MANY_PIXELS)
 
 
 def check_aspect(path: str, width: int, height: int) -> None:
@@ -118,7 +119,7 @@ def check_aspect(path: str, width: int, height: int) -> None:
     if short > 0 and long > MAX_ASPECT_RATIO * short:
         raise InputError(
             f"{path!r} has {width}x{height} frames: an aspect ratio over {MAX_ASPECT_RATIO}:1 is "
-            "refused (no real video is shaped so)", code="E_ASPECT_RATIO")
+            "refused (no real video is shaped so)", code=ErrorCode.E_ASPECT_RATIO)
 
 
 def _positive(name: str, value: object, kind: type[int] | tuple[type[int], type[float]]) -> None:
@@ -272,7 +273,8 @@ class VideoReader(ABC):
             # The stream ended before the first run: its header declares more than it holds (a
             # reader that cannot measure the length). Score what is there, from the start.
             first = plan.runs[0]
-            self._warn("W_TRUNCATED", f"the stream ends before the first planned run at {first.start_s:.3f} s "
+            self._warn(WarningCode.W_TRUNCATED,
+                       f"the stream ends before the first planned run at {first.start_s:.3f} s "
                        f"(the file declares {self._info.duration_s:.3f} s): the frames from its start were scored")
             self._seek(0.0)
             self._last_pts_s = self._pending_pts_s = self._grab_pts_s = None
@@ -394,7 +396,7 @@ class VideoReader(ABC):
                                   "(its header declares fewer); the rest was not read")
         self._check_intervals()
         if self.frames_decoded == 0:
-            raise InputError(f"no frame of {self.path!r} could be decoded", code="E_DECODE")
+            raise InputError(f"no frame of {self.path!r} could be decoded", code=ErrorCode.E_DECODE)
 
     # --- what reading noticed: warnings ---------------------------------------------------
     def _warn(self, code: str, message: str) -> None:
@@ -403,7 +405,7 @@ class VideoReader(ABC):
 
     def _stop_at_cap(self, message: str) -> None:
         self._capped = True
-        self._warn("W_CAPPED", message)
+        self._warn(WarningCode.W_CAPPED, message)
 
     def _note_interval(self, pts: float) -> None:
         prev, self._grab_pts_s = self._grab_pts_s, pts
@@ -418,12 +420,12 @@ class VideoReader(ABC):
         """W_VARIABLE_FPS when a good share of frame intervals is far from the median one."""
         d = self._intervals_s
         if (len(d) < VFR_MIN_IRREGULAR or self._pts_backwards
-                or any(w.startswith("W_VARIABLE_FPS:") for w in self.warnings)):
+                or any(w.startswith(f"{WarningCode.W_VARIABLE_FPS}:") for w in self.warnings)):
             return  # too few intervals, or timestamps out of order (AVI with B-frames): no verdict
         median = float(np.median(d))
         irregular = sum(1 for x in d if x > median * VFR_RATIO or x * VFR_RATIO < median)
         if irregular >= VFR_MIN_IRREGULAR and irregular >= VFR_MIN_SHARE * len(d):
-            self._warn("W_VARIABLE_FPS", f"{irregular} of {len(d)} frame intervals differ from "
+            self._warn(WarningCode.W_VARIABLE_FPS, f"{irregular} of {len(d)} frame intervals differ from "
                        f"the median {median * 1000:.1f} ms by more than {VFR_RATIO}x "
                        f"({min(d) * 1000:.1f}-{max(d) * 1000:.1f} ms)")
 
@@ -432,7 +434,7 @@ class VideoReader(ABC):
         if self._frame_shape is None:
             self._frame_shape = shape
         elif shape != self._frame_shape:
-            self._warn("W_SIZE_CHANGED", f"frame size changed from {self._frame_shape[0]}x"
+            self._warn(WarningCode.W_SIZE_CHANGED, f"frame size changed from {self._frame_shape[0]}x"
                        f"{self._frame_shape[1]} to {shape[0]}x{shape[1]} at {pts:.3f} s")
 
     def close(self) -> None:

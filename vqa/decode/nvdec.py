@@ -31,6 +31,7 @@ except Exception as exc:  # its import asks the driver for its version: no drive
     raise ImportError(f"PyNvVideoCodec does not load here ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
 
+from vqa.codes import WarningCode
 from vqa.decode.pyav import PyAVReader
 from vqa.types import VideoInfo
 
@@ -104,7 +105,7 @@ class NvdecReader(PyAVReader):
         started = self._nv is not None
         self._nv = self._bsf = None
         self._drains = True
-        self._warn("W_DECODER_FALLBACK", f"decoded on the CPU by FFmpeg: {reason}")
+        self._warn(WarningCode.W_DECODER_FALLBACK, f"decoded on the CPU by FFmpeg: {reason}")
         if started:
             self._reopen()  # the packets NVDEC took are needed again
 

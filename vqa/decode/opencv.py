@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 
 from vqa.decode.base import MAX_ASPECT_RATIO, VIDEO_FORMATS, VideoReader, check_frame_size
+from vqa.codes import ErrorCode
 from vqa.errors import InputError, UsageError
 from vqa.types import VideoInfo
 
@@ -66,7 +67,7 @@ class OpenCVReader(VideoReader):
             source.encode("utf-8")
         except UnicodeEncodeError:
             raise InputError(f"OpenCV cannot open {self.path!r}: its name is not UTF-8; rename "
-                             "it or use the pyav decoder", code="E_BAD_PATH") from None
+                             "it or use the pyav decoder", code=ErrorCode.E_BAD_PATH) from None
         return source
 
     def _capture(self) -> cv2.VideoCapture:
@@ -108,11 +109,11 @@ class OpenCVReader(VideoReader):
     def _open(self) -> VideoInfo:
         if self._only_pictures():
             raise InputError(f"{self.path!r} has no video stream (only an attached picture, such as "
-                             "cover art)", code="E_NO_VIDEO_STREAM")
+                             "cover art)", code=ErrorCode.E_NO_VIDEO_STREAM)
         self._cap = self._capture()
         if not self._cap.isOpened():
             raise InputError(f"OpenCV cannot open {self.path!r} as a video (not a video container "
-                             "it accepts, or no video stream)", code="E_NOT_VIDEO")
+                             "it accepts, or no video stream)", code=ErrorCode.E_NOT_VIDEO)
         get = self._cap.get
         check_frame_size(self.path, int(get(cv2.CAP_PROP_FRAME_WIDTH)),
                          int(get(cv2.CAP_PROP_FRAME_HEIGHT)), self.max_pixels, what="declares")
@@ -167,7 +168,7 @@ class OpenCVReader(VideoReader):
         self._opened().release()
         self._cap = self._capture()
         if not self._cap.isOpened():
-            raise InputError(f"OpenCV cannot reopen {self.path!r}", code="E_DECODE")
+            raise InputError(f"OpenCV cannot reopen {self.path!r}", code=ErrorCode.E_DECODE)
 
     def _release(self) -> None:
         cap, self._cap = self._cap, None

@@ -31,6 +31,7 @@ from av.video.stream import VideoStream
 
 from vqa.decode.base import (MAX_ASPECT_RATIO, PTS_TOLERANCE_S, SEEK_AHEAD_S, VIDEO_FORMATS,
                              VideoReader, check_frame_size)
+from vqa.codes import ErrorCode, WarningCode
 from vqa.decode.fields import deinterlace
 from vqa.decode.hdr import HDR_TRANSFERS, to_sdr
 from vqa.errors import InputError, UsageError
@@ -187,12 +188,13 @@ class PyAVReader(VideoReader):
         try:
             return open_container(self.source, max_pixels=self.max_pixels, headers_only=headers_only)
         except av.error.FileNotFoundError:
-            raise InputError(f"no such file: {self.path!r}", code="E_NOT_FOUND") from None
+            raise InputError(f"no such file: {self.path!r}", code=ErrorCode.E_NOT_FOUND) from None
         except av.error.PermissionError:
             raise InputError(f"cannot read {self.path!r}: permission denied",
-                             code="E_UNREADABLE") from None
+                             code=ErrorCode.E_UNREADABLE) from None
         except av.error.FFmpegError as exc:
-            raise InputError(f"{self.path!r} {self._what_was_found(exc.strerror)}", code="E_NOT_VIDEO") from None
+            raise InputError(f"{self.path!r} {self._what_was_found(exc.strerror)}",
+                             code=ErrorCode.E_NOT_VIDEO) from None
 
     def _what_was_found(self, strerror: str | None) -> str:
         """Why FFmpeg would not open the file, told from its first bytes: the user reads what
@@ -247,7 +249,7 @@ class PyAVReader(VideoReader):
         if self._box_cut_short() == "moov":
             raise InputError(f"{self.path!r} is an MP4/MOV file whose index (moov box) is cut short: it was cut "
                              "(an interrupted upload or copy) or is still being written; the whole file is needed",
-                             code="E_NOT_VIDEO")
+                             code=ErrorCode.E_NOT_VIDEO)
 
     def _input(self) -> av.container.InputContainer:
         """The open container; UsageError once the reader was closed (a read under way)."""
@@ -259,7 +261,7 @@ class PyAVReader(VideoReader):
         ctx = _video_stream(self._input()).codec_context
         if ctx is None:  # PyAV has no context where FFmpeg has no decoder for the codec id
             self._refuse_cut_index()
-            raise InputError(f"{self.path!r}: FFmpeg has no decoder for its video codec", code="E_DECODE")
+            raise InputError(f"{self.path!r}: FFmpeg has no decoder for its video codec", code=ErrorCode.E_DECODE)
         return ctx
 
     def _open(self) -> VideoInfo:
@@ -270,7 +272,7 @@ class PyAVReader(VideoReader):
             kinds = sorted({"attached picture" if s.type == "video" else s.type
                             for s in self._container.streams}) or ["none"]
             raise InputError(f"{self.path!r} has no video stream (streams: {', '.join(kinds)})",
-                             code="E_NO_VIDEO_STREAM")
+                             code=ErrorCode.E_NO_VIDEO_STREAM)
         declared = self._codec_context()
         check_frame_size(self.path, declared.width, declared.height, self.max_pixels, what="declares")
         # The length from the packets, while this container reads headers and packets only.
@@ -279,7 +281,7 @@ class PyAVReader(VideoReader):
         self._container = self._open_checked(headers_only=False)
         if not video_streams(self._container):
             raise InputError(f"{self.path!r} has no video stream FFmpeg can probe",
-                             code="E_NO_VIDEO_STREAM")
+                             code=ErrorCode.E_NO_VIDEO_STREAM)
         stream = self._stream = _video_stream(self._container)
         ctx = self._codec_context()
         check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
@@ -302,7 +304,7 @@ class PyAVReader(VideoReader):
         if first is None:
             cut = self._box_cut_short()
             why = f": the file is cut short (its {cut} box runs past its end: an interrupted upload or copy)"
-            raise InputError(f"no frame of {self.path!r} could be decoded{why if cut else ''}", code="E_DECODE")
+            raise InputError(f"no frame of {self.path!r} could be decoded{why if cut else ''}", code=ErrorCode.E_DECODE)
         check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
         self._ready.append(first)
         # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns. A matrix
@@ -350,15 +352,15 @@ class PyAVReader(VideoReader):
         if eof:
             frames = counted if counted is not None else round(end_s * fps)
             if declared_s > end_s:
-                self._warn("W_TRUNCATED", f"the file declares {declared_s:.3f} s but its video stream "
+                self._warn(WarningCode.W_TRUNCATED, f"the file declares {declared_s:.3f} s but its video stream "
                            f"ends at {end_s:.3f} s: the plan follows what is there")
             elif declared_s > 0:
-                self._warn("W_LENGTH", f"the file declares {declared_s:.3f} s but its video stream runs "
+                self._warn(WarningCode.W_LENGTH, f"the file declares {declared_s:.3f} s but its video stream runs "
                            f"to {end_s:.3f} s: the plan follows the measured length")
             return end_s, frames, counted is not None
         # Too long to read through: at least end_s; estimated from the bytes per second so far.
         length = max(end_s, estimate_s)
-        self._warn("W_LENGTH", (f"the file declares {declared_s:.3f} s" if declared_s > 0 else
+        self._warn(WarningCode.W_LENGTH, (f"the file declares {declared_s:.3f} s" if declared_s > 0 else
                                 "the file declares no length") + f"; its video stream runs past "
                    f"{end_s:.3f} s, about {length:.0f} s by its size: the plan follows that estimate")
         return length, round(length * fps), False

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..batch import RingSpec, RingWriter
-from ..codes import ErrorCode
+from ..codes import ErrorCode, WarningCode
 from ..decode import DEFAULT_BACKEND, open_video, reader_class
 from ..decode.base import KEYFRAME_SCAN_PACKETS, VideoReader
 from ..errors import BackendUnavailable, VQAError
@@ -33,7 +33,7 @@ from .messages import Batch, DecodeTask, Done, Failed, Probed, ProbeDecodeTask, 
 WORKER_NAME = "vqa-decode"  # every decode worker's process name (vqa.engine.prestart names its own so)
 # A worker beside the CPU ones (--nvdec-workers) hands a video NVDEC cannot take back to FFmpeg
 # without this warning: the user asked for FFmpeg, and got its pixels.
-QUIET_BESIDE = ("W_DECODER_FALLBACK",)
+QUIET_BESIDE = (WarningCode.W_DECODER_FALLBACK,)
 PARENT_CHECK_S = 1.0  # how often an idle worker checks that its parent is still alive
 # The exit status of a worker that found itself re-running the user's script: the script
 # made a Scorer outside an `if __name__ == "__main__":` block (see guard_spawned_import).

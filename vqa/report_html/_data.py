@@ -16,7 +16,7 @@ from typing import Any
 
 from vqa.aggregate import CATEGORIES
 from vqa.errors import UsageError
-from vqa.types import DEFECT_TYPES, MODEL_DEFECTS
+from vqa.types import DEFECT_TYPES, MODEL_DEFECTS, ModelBlock, block_keys
 
 # A timeline is drawn from at most this many points: a 2-hour video with --frames all (180,000
 # frames) becomes 240 buckets of 30 s, each with the mean, lowest and highest frame score.
@@ -225,12 +225,27 @@ def row(index: int, record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bar(score: float, bin_width: int, bars: int) -> int:
+    return min(int(max(score, 0.0) // bin_width), bars - 1)
+
+
 def histogram(scores: Iterable[float], bin_width: int = HISTOGRAM_BIN) -> list[int]:
     """Counts of scores in [0, w), [w, 2w), ... with 100 in the last bar."""
     bins = [0] * math.ceil(100 / bin_width)
     for s in scores:
-        bins[min(int(max(s, 0.0) // bin_width), len(bins) - 1)] += 1
+        bins[_bar(s, bin_width, len(bins))] += 1
     return bins
+
+
+def histogram_categories(rows: Iterable[Mapping[str, Any]], bin_width: int = HISTOGRAM_BIN) -> list[dict[str, int]]:
+    """Per histogram bar, its videos by the category their records give (best first; "" for
+    none): the page colours each bar by these, so a bar never names a category of its own
+    reckoning beside a row that says another (the bands are the model's, models/vqa.json)."""
+    bins: list[Counter] = [Counter() for _ in range(math.ceil(100 / bin_width))]
+    for r in rows:
+        if r["score"] is not None:
+            bins[_bar(r["score"], bin_width, len(bins))][r["category"] or ""] += 1
+    return [{c: b[c] for c in (*CATEGORIES, "") if b[c]} for b in bins]
 
 
 def summary(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -246,7 +261,7 @@ def summary(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, An
     for rec in records:
         model, config = _dict(rec.get("model")), _dict(rec.get("config"))
         if model or config:
-            key = json.dumps({"model": {k: model.get(k) for k in ("name", "version", "sha256")},
+            key = json.dumps({"model": {k: model.get(k) for k in block_keys(ModelBlock)},
                               "config": dict(config)}, sort_keys=True, default=str)
             setups[key] += 1
     scores = [r["score"] for r in rows if r["score"] is not None]
@@ -258,6 +273,7 @@ def summary(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, An
         "defect_segments": {t: defect_segments[t] for t in DEFECT_TYPES},
         "errors": dict(Counter(r["error_code"] or "?" for r in rows if r["status"] != "ok").most_common()),
         "histogram": histogram(scores),
+        "histogram_categories": histogram_categories(rows),
         "mean_score": round(sum(scores) / len(scores), 1) if scores else None,
         "with_timeline": sum(r["timeline"] is not None for r in rows),
         "setups": [(json.loads(k), n) for k, n in setups.most_common()],

@@ -23,7 +23,8 @@ from ._data import HISTOGRAM_BIN
 PAGE_SIZE = 50  # rows drawn at a time, each with its timeline
 COLORS = {"blur": "#7c3aed", "noise": "#db2777", "compression": "#ea580c", "low_resolution": "#0891b2",
           "dark": "#374151", "overexposed": "#ca8a04", "frozen": "#2563eb", "black": "#111111"}
-CATEGORY_COLORS = {"excellent": "#1a7f37", "good": "#65a30d", "fair": "#d97706", "poor": "#ea580c", "bad": "#b91c1c"}
+CATEGORY_COLORS = {"excellent": "#1a7f37", "good": "#65a30d", "fair": "#d97706", "poor": "#ea580c", "bad": "#b91c1c",
+                   "": "#9ca3af"}  # "": a scored record with no category it could carry
 _COLUMNS = (("i", "#"), ("path", "path"), ("status", "status"), ("score", "score"), ("category", "category"),
             ("defects", "defects"), ("duration_s", "duration"), ("resolution", "resolution"), ("codec", "codec"),
             ("message", "error / warnings"))
@@ -42,19 +43,27 @@ def embed_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def histogram_svg(bins: list[int], *, width: int = 420, height: int = 120) -> str:
-    top = max(bins) if any(bins) else 1
+def histogram_svg(bins: list[dict[str, int]], *, width: int = 420, height: int = 120) -> str:
+    """The score histogram: one ``g.bin`` per bar, stacked from the worst category up, each
+    part (``rect.bar``) in the colour of the category its records give (``histogram_categories``)."""
+    totals = [sum(counts.values()) for counts in bins]
+    top = max(totals) if any(totals) else 1
     plot = width - 40  # 25 px of counts on the left, 15 on the right for the "100" label's half
     bar = plot / len(bins)
     parts = [f'<svg class="histogram" width="{width}" height="{height + 18}" viewBox="0 0 {width} {height + 18}" '
              'role="img"><title>score histogram</title>']
-    for k, n in enumerate(bins):
+    for k, counts in enumerate(bins):
         lo = k * HISTOGRAM_BIN
-        name = next((c for c, b in zip(CATEGORIES, (80, 60, 40, 20, 0)) if lo >= b), "bad")
-        h = height * n / top
-        parts.append(f'<rect class="bar" x="{25 + k * bar:.1f}" y="{height - h:.1f}" width="{bar - 1:.1f}" '
-                     f'height="{h:.1f}" fill="{CATEGORY_COLORS[name]}"><title>{lo}\u2013{lo + HISTOGRAM_BIN}: '
-                     f'{counted(n, "video")}</title></rect>')
+        split = ", ".join(f"{n} {name or 'no category'}" for name, n in counts.items())
+        parts.append(f'<g class="bin"><title>{lo}\u2013{lo + HISTOGRAM_BIN}: {counted(totals[k], "video")}'
+                     f'{f" ({_e(split)})" if len(counts) > 1 else ""}</title>')
+        y = float(height)
+        for name, n in reversed(counts.items()):
+            h = height * n / top
+            y -= h
+            parts.append(f'<rect class="bar" data-category="{_e(name)}" x="{25 + k * bar:.1f}" y="{y:.1f}" '
+                         f'width="{bar - 1:.1f}" height="{h:.1f}" fill="{CATEGORY_COLORS[name]}"></rect>')
+        parts.append("</g>")
     for s in range(0, 101, 20):
         x = 25 + plot * s / 100
         parts.append(f'<text x="{x:.1f}" y="{height + 13}" font-size="10" text-anchor="middle" fill="#666">{s}</text>')
@@ -91,7 +100,7 @@ def _summary(s: dict[str, Any]) -> str:
     return ('<section id="summary"><div class="cards">'
             + _counts("Videos", status) + _counts("Categories", list(s["categories"].items()))
             + _counts("Defects", defects) + _counts("Failures by error code", errors)
-            + f'<div class="card"><h2>Scores</h2>{histogram_svg(s["histogram"])}</div>'
+            + f'<div class="card"><h2>Scores</h2>{histogram_svg(s["histogram_categories"])}</div>'
             + _setups(s["setups"]) + "</div></section>")
 
 

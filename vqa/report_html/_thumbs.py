@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.context import SpawnProcess
 
+from vqa.codes import ErrorCode
+
 THUMB_MAX_SIDE = 192  # px: the longest side of a thumbnail
 JPEG_QUALITY = 75  # about 6 kB for a 192x108 thumbnail
 MAX_SEGMENT_THUMBS = 8  # per video, besides the worst frame: the longest segments first
@@ -101,7 +103,7 @@ def take(path: str, decoder: str, fingerprint: str, times: list[float]) -> tuple
     except VQAError as e:
         return {}, f"{e.code}: {e.message}"
     except MemoryError:
-        return {}, "E_MEMORY_LIMIT: out of memory decoding it"
+        return {}, f"{ErrorCode.E_MEMORY_LIMIT}: out of memory decoding it"
     except Exception as e:  # noqa: BLE001 - a thumbnail never fails the report
         return {}, f"{type(e).__name__}: {e}"
 
@@ -160,9 +162,9 @@ class Helper:
             self._conn.send((path, decoder, fingerprint, times))
             if self._conn.poll(self.timeout_s):
                 return self._conn.recv()
-            problem = f"E_TIMEOUT: decoding went past {self.timeout_s:g} s"
+            problem = f"{ErrorCode.E_TIMEOUT}: decoding went past {self.timeout_s:g} s"
         except (EOFError, OSError):
-            problem = "E_WORKER_CRASH: the decoder died on it"
+            problem = f"{ErrorCode.E_WORKER_CRASH}: the decoder died on it"
         self._stop(kill=True)
         return {}, problem
 

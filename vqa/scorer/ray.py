@@ -176,8 +176,10 @@ class RayScorer:
             raise UsageError(f"actors_per_node must be an integer >= 1, got {actors_per_node!r}")
         from ..infer import model_files
 
-        # Refused here, before a cluster starts; the record's config does not depend on cores.
-        self.config = options.resolve().record_config()
+        # Refused here, before a cluster starts. Cores are planned by each actor on its own node
+        # (NodeScorer): this machine's count says nothing of theirs, and config depends on none.
+        options.validate()
+        self.config = options.record_config()
         self.spec = load_model_spec(options.model_dir)
         self.model = self.spec.record(model_files(options.backend, options.precision))
         self._options = options

@@ -57,12 +57,12 @@ class Roots:
             if root is None:
                 raise PathRefused(f"{path!r} is not under any --root of this server")
             named.setdefault(os.path.normpath(full), (full, root))
-        inputs: dict[str, Input] = {}
+        inputs: list[Input] = []
+        seen: dict[tuple, str] = {}  # each file once, as vqa score: expand_inputs keeps count
         for full, root in named.values():
-            for item in expand_inputs([full], patterns=patterns):
-                inputs.setdefault(os.path.normpath(item.path), self._confine(item, root))
+            inputs += [self._confine(item, root) for item in expand_inputs([full], patterns=patterns, seen=seen)]
             _check_limit(len(inputs), limit)  # after each walk: a long list of folders stops early
-        return list(inputs.values())
+        return inputs
 
     @staticmethod
     def _confine(item: Input, root: str) -> Input:
