@@ -117,7 +117,7 @@ def wait_for(predicate, timeout=60.0):
 def test_the_driver_leaves_the_cores_to_the_nodes(cluster):
     """--workers 20 is a plan for big nodes: this driver (1 CPU a node here) must not refuse it
     with its own core count; each actor resolves it on its node (here, one said to have 64)."""
-    from vqa.engine.ray import RayScorer
+    from vqa.scorer.ray import RayScorer
 
     class BigNode:  # a local class: Ray sends it by value, so the nodes need not import this file
         def __init__(self, options, cores, cwd=None):
