@@ -1,8 +1,8 @@
-"""Shared fixtures: test clips made once per session (content: tests/scenes.py), one loaded
+"""Shared fixtures: test clips made once per session (content: tests/support/scenes.py), one loaded
 Scorer per configuration, the record schema, and the fake scorer for CLI tests.
 
 jsonschema (a test requirement) and PyAV (which encodes the clips) are imported by the
-fixtures that use them: a GPU machine without them still collects tests/test_cuda_device.py."""
+fixtures that use them: a GPU machine without them still collects tests/infer/test_cuda_device.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scenes import CLIP_RECIPES, FPS, SCENE_FRAMES, H, W, dead_leaves_frames
-from fakes import FakeScorer
+from tests.support.scenes import CLIP_RECIPES, FPS, SCENE_FRAMES, H, W, dead_leaves_frames
+from tests.support.fakes import FakeScorer
 
 import vqa.cli
 from vqa.report import CONTRACT_SCHEMA
@@ -25,7 +25,7 @@ def scene() -> np.ndarray:
 @pytest.fixture(scope="session")
 def make_clip(tmp_path_factory, scene) -> Callable[[str], Path]:
     """``make_clip(name)`` -> path of the clip ``CLIP_RECIPES[name]``, encoded on first use."""
-    from clips import write_clip  # PyAV
+    from tests.support.clips import write_clip  # PyAV
 
     folder = tmp_path_factory.mktemp("clips")
     made: dict[str, Path] = {}
@@ -77,7 +77,7 @@ def validate_record():
 
 @pytest.fixture
 def fake(monkeypatch):
-    """The CLI builds a FakeScorer (tests/fakes.py) instead of loading the model."""
+    """The CLI builds a FakeScorer (tests/support/fakes.py) instead of loading the model."""
     FakeScorer.instances = []
     monkeypatch.setattr(vqa.cli.score, "_make_scorer", FakeScorer)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
