@@ -28,17 +28,29 @@ DEADLINE_S = 20  # each job here takes a few seconds; longer is a hang
 
 
 def write_long_hd(path: Path, frames: int = 1000) -> None:
-    """1080p, every frame different, a keyframe every 2 s: seconds of decoding for a worker.
-    Streamed from 25 distinct frames, so memory does not grow with length. A fast core decodes
-    250 such frames in well under a second (CI's did), so the limits below, 0.5 and 1 s, need
-    four times that to be passed on any machine."""
+    """1080p, every frame different within a GOP, a keyframe every 2 s: seconds of decoding for a
+    worker. A fast core decodes 250 such frames in well under a second (CI's did), so the limits
+    below, 0.5 and 1 s, need four times that to be passed on any machine. One GOP (50 frames) is
+    encoded and its packets are repeated with later timestamps: the decoder does all the work of
+    1000 frames, the encoder a twentieth of it (the fixture took 29 s on a loaded 2-core machine)."""
+    gop = 50
     base = textured_frames(25, 1080, 1920, motion_px=4)
     with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=25, options={"crf": "23", "g": "50", "preset": "ultrafast"})
+        stream = container.add_stream("libx264", rate=25, options={"crf": "23", "g": str(gop), "preset": "ultrafast"})
         stream.width, stream.height, stream.pix_fmt = 1920, 1080, "yuv420p"
-        for i in range(frames):
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(base[i % 25], format="rgb24")))
-        container.mux(stream.encode())
+        packets = []
+        for i in range(gop):
+            packets += stream.encode(av.VideoFrame.from_ndarray(base[i % 25], format="rgb24"))
+        packets += stream.encode()
+        assert len(packets) == gop and packets[0].is_keyframe and not any(p.is_keyframe for p in packets[1:])
+        coded = [(bytes(p), p.pts, p.dts, p.time_base) for p in packets]
+        step = coded[1][1] - coded[0][1]
+        for k in range(frames // gop):
+            for i, (data, pts, dts, time_base) in enumerate(coded):
+                packet = av.Packet(data)
+                packet.pts, packet.dts = pts + k * gop * step, dts + k * gop * step
+                packet.time_base, packet.stream, packet.is_keyframe = time_base, stream, i == 0
+                container.mux(packet)
 
 
 @pytest.fixture(scope="module")
