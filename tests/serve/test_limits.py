@@ -10,6 +10,7 @@ import time
 
 import pytest
 from tests.support.malformed_media import good_clip
+from tests.support.engine import wait_until
 from tests.support.server import Server, error, wait_job
 
 pytestmark = pytest.mark.slow
@@ -44,6 +45,21 @@ def stalled(server, head: bytes) -> socket.socket:
     return s
 
 
+def uploads_in_flight(server) -> int:
+    """The server's own count of single uploads holding a place (its /metrics)."""
+    with server.client() as client:
+        text = client.get("/metrics").text
+    return int(next(line.split()[1] for line in text.splitlines() if line.startswith("vqa_uploads_in_flight")))
+
+
+def refuses_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def answer(s: socket.socket) -> tuple[str, dict]:
     data = b""
     while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
@@ -59,7 +75,7 @@ def test_a_body_that_stops_arriving_gets_408_and_gives_its_place_back(server):
     started = time.monotonic()
     with stalled(server, b"POST /v1/score?name=slow.mp4 HTTP/1.1\r\nHost: x\r\n"
                          b"Content-Type: application/octet-stream\r\n") as s, server.client() as client:
-        time.sleep(0.2)
+        assert wait_until(lambda: uploads_in_flight(server) == 1, 10)  # the stalled upload holds its place
         error(client.post("/v1/score", files={"file": ("c.mp4", server.clip)}), 429, "E_BUSY")  # its one place
         status, body = answer(s)
         assert status.startswith("HTTP/1.1 408") and body["error"]["code"] == "E_SLOW_BODY", (status, body)
@@ -89,11 +105,9 @@ def test_after_sigterm_the_port_closes_and_a_request_in_progress_gets_its_answer
     server = Server(tmp_path / "root", tmp_path / "data", "--body-timeout", "2").start()
     try:
         with stalled(server, b"POST /v1/score?name=a.mp4 HTTP/1.1\r\nHost: x\r\n") as s:
-            time.sleep(0.2)
+            assert wait_until(lambda: uploads_in_flight(server) == 1, 10)  # the request is in progress
             server.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
-            with pytest.raises(ConnectionRefusedError):
-                socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+            assert wait_until(lambda: refuses_connections(server.port), 5), "the port stayed open after SIGTERM"
             status, body = answer(s)
         assert status.startswith("HTTP/1.1 408") and body["error"]["code"] == "E_SLOW_BODY"
         assert server.proc.wait(60) == 128 + signal.SIGTERM
