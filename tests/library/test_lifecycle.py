@@ -218,8 +218,18 @@ CWD_GONE = textwrap.dedent("""
         os.chdir(doomed)
         scorer = Scorer(workers=2, threads=1, frames=8)
         shutil.rmtree(doomed)  # multiprocessing asks for the cwd when it spawns
-        os.kill(scorer._pool.pids[0], signal.SIGKILL)
-        time.sleep(0.5)
+        dead = scorer._pool.pids[0]
+        os.kill(dead, signal.SIGKILL)
+
+        def running(pid):
+            try:
+                return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
+        until = time.monotonic() + 10
+        while running(dead) and time.monotonic() < until:
+            time.sleep(0.01)  # until the kernel has it dead (a zombie or gone)
         said = []
         for _ in range(2):
             try:
@@ -229,10 +239,21 @@ CWD_GONE = textwrap.dedent("""
         os.chdir("/")
         said.append([r.status for r in scorer.score_many([clip, clip])])
         scorer.close()
-        time.sleep(0.5)
-        kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
-        names = [open(f"/proc/{k}/cmdline").read() for k in kids]
-        print(repr((said, [n for n in names if "resource_tracker" not in n])))
+
+        def children():
+            kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
+            names = []
+            for k in kids:
+                try:
+                    names.append(open(f"/proc/{k}/cmdline").read())
+                except OSError:
+                    pass  # gone since
+            return [n for n in names if "resource_tracker" not in n]
+
+        until = time.monotonic() + 10
+        while children() and time.monotonic() < until:
+            time.sleep(0.01)  # close() has killed the workers; the kernel may still list them
+        print(repr((said, children())))
 """)
 
 
