@@ -71,6 +71,7 @@ def test_parse_backends():
         bench.batch_study(batch_sizes=(1,))  # no views and no clip
 
 
+@pytest.mark.slow
 def test_pipeline_study(tiny_clip, spec):
     naive = "pytorch" in available_backends()
     out = bench.pipeline_study(tiny_clip, spec, frames="all", infer_batch_size=4, naive=naive)
@@ -87,6 +88,7 @@ def test_pipeline_study(tiny_clip, spec):
                                         "decode_floor_all_over_engine"])
 
 
+@pytest.mark.slow
 def test_cli_bench_json(tiny_clip):
     result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--json", "--seconds", "0.01",
                                       "--batch-size", "1", "--batch-size", "2", "--backend", "openvino:fp32",
@@ -117,6 +119,7 @@ def test_engine_row_uses_the_settings_of_vqa_score(tiny_clip, spec):
         assert out["detail"]["engine"]["mode"] == scorer.config["mode"]
 
 
+@pytest.mark.slow
 def test_startup_study_times_each_phase(tiny_clip):
     from vqa.bench_engine import startup_study
 
@@ -126,6 +129,7 @@ def test_startup_study_times_each_phase(tiny_clip):
     assert "Start-up of `vqa score CLIP`" in format_report({"startup": out})
 
 
+@pytest.mark.slow
 def test_concurrency_and_streaming_studies(tiny_clip):
     from vqa.bench_engine import concurrency_study, streaming_study
 
@@ -138,6 +142,7 @@ def test_concurrency_and_streaming_studies(tiny_clip):
     assert "Threads sharing one Scorer" in text and "Streaming 2,000 paths" in text
 
 
+@pytest.mark.slow
 def test_cli_bench_quick(tiny_clip):
     result = CliRunner().invoke(cli, ["bench", str(tiny_clip), "--quick", "--study", "batch", "--json"])
     assert result.exit_code == 0, result.output
@@ -148,6 +153,7 @@ def test_cli_bench_quick(tiny_clip):
 
 # --- the folder study (vqa.bench_folder) -----------------------------------------------------
 
+@pytest.mark.slow
 def test_folder_study_makes_a_folder_and_compares_the_plans(tmp_path):
     from vqa import bench_folder
 
@@ -179,6 +185,7 @@ def tiny_folder(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(tiny_folder):
     from vqa import bench_folder
 
@@ -260,6 +267,7 @@ def test_warming_captures_the_buckets_up_to_the_batch_size_and_nothing_on_a_cpu_
     assert bench_folder._warm(SimpleNamespace(inferencer=object())) == 0.0
 
 
+@pytest.mark.slow
 def test_cli_folder_study_with_one_plan_no_sweep_and_two_backends(tiny_folder):
     result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", "--frames", "all", "--no-sweep",
                                       "--backend", "openvino:fp32", "--backend", "openvino:int8", "--json"])

@@ -149,6 +149,7 @@ def _woven(instants: np.ndarray) -> np.ndarray:
     return frames
 
 
+@pytest.mark.slow
 def test_interlaced_frames_are_judged_as_a_player_shows_them(tmp_path):
     # A camera panning 3 px a field: each frame's two fields disagree, the frame is combed.
     # Judged combed, it scored 45.8 against 98.7 for its progressive frames; a progressive
@@ -229,6 +230,7 @@ def _hdr_code_values(rgb: np.ndarray, trc: int) -> np.ndarray:
     return np.round(np.clip(code, 0, 1) * 65535).astype(np.uint16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trc", [16, 18], ids=["pq", "hlg"])
 def test_hdr_video_is_judged_as_its_sdr_picture(tmp_path, trc):
     # A phone's HLG clip or an HDR10 (PQ) master, read as SDR, is dim and flat: PQ scored 81.9

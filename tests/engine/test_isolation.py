@@ -276,6 +276,7 @@ def test_segfaulted_worker_costs_only_its_video(clips, monkeypatch, kills, outco
         assert f"exit code {-signal.SIGSEGV}" in records[1].error["message"]
 
 
+@pytest.mark.slow
 def test_the_clock_stops_while_the_parent_holds_every_slot(clips):
     """Back-pressure is the parent's slowness, not the decoder's: a worker whose slots are all
     held waits as long as it must, and only its decoding counts toward the limit."""

@@ -139,6 +139,7 @@ def test_on_a_gpu_the_decode_workers_take_the_cores_inference_leaves():
     assert ScoreOptions(backend="cuda", threads=4).resolve(cores=16).workers == 12  # what the caller sets is kept
 
 
+@pytest.mark.slow
 def test_gpu_tests_collect_without_jsonschema_pyav_or_openvino():
     """The GPU machine lacks them: the conftest must import them only in the fixtures that use
     them, or tests/infer/test_cuda_device.py errors there before its first test."""

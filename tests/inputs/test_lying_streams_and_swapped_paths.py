@@ -94,6 +94,7 @@ GIF = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_huge_gif_canvas_decodes_within_the_plan_budget(tmp_path):
     # In a process of its own: 4096x4096 canvases would raise this one's peak RSS for good,
     # which other tests measure in their children (ru_maxrss survives fork and exec).

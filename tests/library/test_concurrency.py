@@ -49,6 +49,7 @@ def sequential(shared, tiny_clips) -> dict[str, dict]:
     return {r.path: judged(r) for r in shared.score_many(tiny_clips)}
 
 
+@pytest.mark.slow
 def test_eight_threads_get_the_sequential_records(shared, tiny_clips, sequential):
     """8 threads x 10 clips on one Scorer: each thread gets exactly the records of a
     sequential run, for its own paths, and nobody hangs (the bug: UnpicklingError, or a

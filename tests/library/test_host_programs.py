@@ -142,6 +142,7 @@ CLOSED_STD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_closed_standard_descriptors_never_become_the_ring(tmp_path):
     # `python host.py <&- >&- 2>&-` (a daemon, a cron line): the ring's shared memory was opened
     # at descriptors 1 and 2, in the host and in its workers, so the first bytes anything wrote to
@@ -342,6 +343,7 @@ SIGPIPE_DEFAULT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_host_with_default_sigpipe_survives_a_worker_dying(clip, tmp_path):
     # The parent handed the dead worker's slot back down its broken pipe: SIGPIPE, at its
     # default, ended the host at once and silently (exit status 141, 5 runs of 5, the first kill).
@@ -378,6 +380,7 @@ GRACEFUL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ctrl_c_handled_by_the_host_leaves_the_workers_alone(tmp_path):
     # Each Ctrl-C also stopped the decode workers: the video in hand was retried, and at the
     # second it got E_WORKER_CRASH ("the decode worker died twice on it (exit code 0)").
