@@ -17,6 +17,7 @@ import av
 import numpy as np
 import pytest
 from tests.support.clips import textured_frames, write_clip
+from tests.support.engine import wait_until
 from tests.support.malformed_media import (CASES, UNREADABLE, ffconcat, good_clip, hls_playlist, huge_resolution,
                                            truncated_with_index, variable_fps)
 
@@ -174,9 +175,10 @@ def test_fifo_watcher_sees_a_reader(tmp_path):
     os.mkfifo(fifo)
     with OpenWatcher(fifo) as watcher:
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        time.sleep(0.05)
-        os.close(fd)
-    assert watcher.opened
+        try:
+            assert wait_until(lambda: watcher.opened, 10)
+        finally:
+            os.close(fd)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -230,17 +230,12 @@ def test_a_full_disk_under_the_job_store_is_e_output_exit_3(tmp_path):
 # --- item 11: Ctrl-C ----------------------------------------------------------------------------
 
 SLOW = textwrap.dedent("""
-    import sys, time
+    import sys
     sys.path.insert(0, {root!r})
     import vqa.cli
-    from tests.support.fakes import FakeScorer
+    from tests.support.fakes import held_scorer
 
-    class Slow(FakeScorer):
-        def submit(self, p, split=False):  # jobs take every record through submit
-            time.sleep(0.3)
-            return super().submit(p)
-
-    vqa.cli.score._make_scorer = Slow
+    vqa.cli.score._make_scorer = held_scorer(free=2)  # two records, then the job waits for the signal
     vqa.cli.main(sys.argv[1:])
 """)
 

@@ -132,18 +132,13 @@ def test_a_multibyte_name_is_shortened_on_a_character_boundary(tmp_path):
     shortened.encode("utf-8")  # no half character: would raise on a lone surrogate
 
 
-SLOW_JOB = textwrap.dedent("""
-    import sys, time
+HELD_JOB = textwrap.dedent("""
+    import sys
     sys.path.insert(0, {root!r})
     import vqa.cli.score
-    from tests.support.fakes import FakeScorer
+    from tests.support.fakes import held_scorer
 
-    class Slow(FakeScorer):
-        def submit(self, p, split=False):
-            time.sleep(0.2)
-            return super().submit(p)
-
-    vqa.cli.score._make_scorer = Slow
+    vqa.cli.score._make_scorer = held_scorer(free=1, go={go!r})  # one record, then it waits for go
     vqa.cli.main(sys.argv[1:])
 """)
 
@@ -153,7 +148,8 @@ def test_a_second_live_job_on_the_same_output_is_refused_and_the_first_finishes(
     for k in range(15):
         touch(folder / f"clip{k:02d}.mp4").write_bytes(b"x")
     out = tmp_path / "r.jsonl"
-    first = subprocess.Popen([sys.executable, "-c", SLOW_JOB.format(root=ROOT), "score", str(folder),
+    go = tmp_path / "go"
+    first = subprocess.Popen([sys.executable, "-c", HELD_JOB.format(root=ROOT, go=str(go)), "score", str(folder),
                               "--output", str(out), "--db", str(tmp_path / "one.db")],
                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
     partial = partial_path(str(out))
@@ -161,6 +157,7 @@ def test_a_second_live_job_on_the_same_output_is_refused_and_the_first_finishes(
     while time.monotonic() < deadline and not (os.path.exists(partial) and os.path.getsize(partial)):
         time.sleep(0.05)
     second = invoke("score", folder, "--output", out, "--db", tmp_path / "two.db")
+    go.touch()  # the first job is live until now
     _, err = first.communicate(timeout=60)
     assert second.exit_code == 2 and "another vqa job is writing" in second.output, second.output
     assert first.returncode == 0, err

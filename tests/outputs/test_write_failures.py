@@ -178,12 +178,8 @@ def test_a_run_stopped_by_a_full_disk_still_puts_its_records_in_place(tmp_path):
 
 
 SLOW_COMMAND = FAKE_COMMAND.replace("vqa.cli.score._make_scorer = FakeScorer", textwrap.dedent("""\
-    import time
-    class Slow(FakeScorer):
-        def submit(self, p, split=False):
-            time.sleep(0.05)
-            return super().submit(p)
-    vqa.cli.score._make_scorer = Slow"""))
+    from tests.support.fakes import held_scorer
+    vqa.cli.score._make_scorer = held_scorer(free=1)  # one record, then it waits for the signal"""))
 
 
 @pytest.mark.parametrize("with_store", [False, True])

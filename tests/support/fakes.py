@@ -75,3 +75,22 @@ def fail_backend_import(monkeypatch, module: str, message: str) -> None:
         return real(name, *a)
 
     monkeypatch.setattr(vqa.infer.importlib, "import_module", failing)
+
+
+def held_scorer(free: int, go: str | None = None) -> type[FakeScorer]:
+    """A FakeScorer that scores its first ``free`` videos at once, then holds each further
+    ``submit`` until the file ``go`` exists (never, when None; 120 s at most, so that a failed
+    test leaves no process behind): a job that is still running for as long as the test needs,
+    whatever the machine's speed. A signal ends the hold as it would end a real video's wait
+    (Python runs the handler between the polls)."""
+    import time
+
+    class Held(FakeScorer):
+        def submit(self, p, split=False):
+            until = time.monotonic() + 120
+            if len(self.seen) >= free:
+                while (go is None or not os.path.exists(go)) and time.monotonic() < until:
+                    time.sleep(0.01)
+            return super().submit(p)
+
+    return Held
