@@ -21,7 +21,7 @@ from vqa import Scorer, UsageError
 from vqa.limits import AUTO_TIMEOUT_MAX_S, AUTO_TIMEOUT_MIN_S, auto_timeout_s, auto_worker_memory_mb
 from vqa.sample import plan_frames
 from vqa.types import VideoInfo
-from vqa.engine.messages import Batch, TimedOut
+from vqa.engine.messages import Batch, DecodeTask, TimedOut
 from vqa.engine.processes import WorkerPool, _descendants
 
 DEADLINE_S = 20  # each job here takes a few seconds; longer is a hang
@@ -61,6 +61,44 @@ def clips(tmp_path_factory) -> dict[str, str]:
     write_clip(paths["quick2"], textured_frames(8, 96, 160, seed=2), fps=25)
     write_long_hd(Path(paths["long"]))
     return paths
+
+
+class StopsDecoding:
+    """SIGSTOPs each worker as it starts decoding ``path`` (past its probe, when the task probes
+    too): the worker then answers nothing until the pool's limit kills it. The timeout tests wait
+    on that event, not on the clip taking longer to decode than the limit (a race a fast core
+    won on CI). The limit can then be 2 s, which a probe of the 1080p clip meets on a loaded
+    machine too (0.5 s did not, at a load of 11 on 2 cores). ``stopped``: the pids it stopped."""
+
+    def __init__(self, monkeypatch, path: str):
+        self.path, self.stopped, self._tasks = path, [], {}
+        submit, dispatch, restart_clock = WorkerPool.submit, WorkerPool._dispatch, WorkerPool.restart_clock
+
+        def submitted(pool, task):
+            self._tasks[task.task_id] = task
+            submit(pool, task)
+
+        def dispatched(pool):
+            before = [w.task_id for w in pool._workers]
+            dispatch(pool)
+            for w, was in zip(pool._workers, before):
+                task = self._tasks.get(w.task_id)
+                if w.task_id != was and isinstance(task, DecodeTask) and task.path == self.path:
+                    self._stop(w)
+
+        def restarted(pool, task_id, timeout_s):  # a ProbeDecodeTask past its probe
+            restart_clock(pool, task_id, timeout_s)
+            for w in pool._workers:
+                if w.task_id == task_id and self._tasks[task_id].path == self.path:
+                    self._stop(w)
+
+        monkeypatch.setattr(WorkerPool, "submit", submitted)
+        monkeypatch.setattr(WorkerPool, "_dispatch", dispatched)
+        monkeypatch.setattr(WorkerPool, "restart_clock", restarted)
+
+    def _stop(self, w) -> None:
+        os.kill(w.process.pid, signal.SIGSTOP)
+        self.stopped.append(w.process.pid)
 
 
 class TaskPaths:
@@ -140,20 +178,21 @@ def test_descendants_are_found(tmp_path):
 
 # --- timeouts -----------------------------------------------------------------------------
 
-def test_long_decode_times_out_among_quick_ones(clips, validate_record):
+def test_long_decode_times_out_among_quick_ones(clips, validate_record, monkeypatch):
     """(a) The long clip gets E_TIMEOUT, the quick ones are scored, in order, and the killed
     worker, the pool and the ring are all gone after close."""
+    stops = StopsDecoding(monkeypatch, clips["long"])
     before, others = psm_segments(), mapped_segments(os.getpid())  # others: Scorers other tests keep
     paths = [clips["quick1"], clips["long"], clips["quick2"]]
-    with Scorer(workers=2, frames="all", threads=2, timeout_s=0.5) as scorer:
+    with Scorer(workers=2, frames="all", threads=2, timeout_s=2) as scorer:
         records = run_with_deadline(scorer, paths, DEADLINE_S)  # a hang fails here
         ours = mapped_segments(os.getpid()) - others
         started = {w.process.pid for w in scorer._pool._workers}
         workers = decode_workers(scorer)
     assert [r.path for r in records] == paths
     assert [r.status for r in records] == ["ok", "error", "ok"], [r.error for r in records]
-    assert records[1].error["code"] == "E_TIMEOUT"
-    assert "0.5 s limit" in records[1].error["message"]
+    assert records[1].error["code"] == "E_TIMEOUT" and stops.stopped
+    assert "2 s limit" in records[1].error["message"]
     for r in records:
         validate_record(r)
     assert records[1].video is not None and records[1].video.height == 1080  # the probe got through
@@ -163,14 +202,16 @@ def test_long_decode_times_out_among_quick_ones(clips, validate_record):
     assert_no_segment_left(before, ours, {os.getpid()}, wait_s=2.0)
 
 
-def test_pool_works_after_a_timeout(clips):
+def test_pool_works_after_a_timeout(clips, monkeypatch):
     """(b) A split video times out on both workers: both are replaced, and the same Scorer
     scores the next clips."""
-    with Scorer(workers=2, frames="all", threads=2, timeout_s=0.5) as scorer:
+    stops = StopsDecoding(monkeypatch, clips["long"])
+    with Scorer(workers=2, frames="all", threads=2, timeout_s=2) as scorer:
         scorer._start_pool()
         old = set(scorer._pool.pids)
         (record,) = run_with_deadline(scorer, [clips["long"]], DEADLINE_S)
         assert record.error["code"] == "E_TIMEOUT", record.error
+        assert stops.stopped
         new = set(scorer._pool.pids)
         assert not old & new, "a worker of the timed-out video was left running its segment"
         assert not [pid for pid in old if alive(pid)]
@@ -179,15 +220,16 @@ def test_pool_works_after_a_timeout(clips):
         assert len(decode_workers(scorer)) == 2
 
 
-def test_killed_worker_processes_are_reaped(clips):
+def test_killed_worker_processes_are_reaped(clips, monkeypatch):
     """The workers a timeout replaces are killed and reaped at once, not left running."""
-    with Scorer(workers=1, frames="all", threads=2, timeout_s=0.5) as scorer:
+    stops = StopsDecoding(monkeypatch, clips["long"])
+    with Scorer(workers=1, frames="all", threads=2, timeout_s=2) as scorer:
         scorer._start_pool()
         (old,) = scorer._pool.pids
         (record,) = run_with_deadline(scorer, [clips["long"]], DEADLINE_S)
         assert record.error["code"] == "E_TIMEOUT", record.error
         (new,) = scorer._pool.pids
-        assert new != old and not alive(old)
+        assert stops.stopped == [old] and new != old and not alive(old)
         assert scorer.score(clips["quick1"]).status == "ok"  # the only worker was replaced
 
 
