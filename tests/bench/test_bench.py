@@ -278,6 +278,7 @@ def test_cli_folder_study_with_one_plan_no_sweep_and_two_backends(tiny_folder):
     assert list(out["over_first"]["openvino:int8 over openvino:fp32"]) == ["frames=all"]
 
 
+@pytest.mark.slow
 def test_cli_folder_study_with_a_batch_size_runs_every_row_at_it(tiny_folder):
     result = CliRunner().invoke(cli, ["bench", str(tiny_folder), "--study", "folder", "--frames", "default",
                                       "--workers", "1", "--batch-size", "3", "--json"])

@@ -189,6 +189,7 @@ def test_a_job_with_nothing_to_score_stops_the_worker_it_started(tmp_path):
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_the_command_and_its_workers_exit_without_teardown(clip, tmp_path):
     """Decode workers end with os._exit once stopped, and ``vqa`` after its atexit hooks
     (issue 18: tearing the interpreter down took 0.1 to 0.2 s each). Every process here

@@ -88,7 +88,9 @@ def test_backends_agree(inferencers, request, views):
     assert logit_diff.max() <= LOGIT_TOL, f"logit differences {logit_diff.max(axis=0)}"
 
 
-@pytest.mark.parametrize("backend", BACKEND_NAMES)
+# One view at a time through PyTorch's thread pool: seconds, and 15 s on a loaded machine.
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "pytorch" else b
+                                     for b in BACKEND_NAMES])
 def test_batch_size_independence(inferencers, random_views, backend):
     inf = inferencers[backend]
     together = inf.infer(random_views)

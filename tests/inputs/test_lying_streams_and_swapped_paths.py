@@ -65,6 +65,7 @@ def test_streams_that_lie_through_the_cli(tmp_path_factory, tmp_path, validate_r
     assert elapsed < 90, elapsed
 
 
+@pytest.mark.slow
 def test_declared_10_hours_holding_1_second_is_scored_from_what_is_there(tmp_path):
     from vqa import Scorer
 
