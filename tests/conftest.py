@@ -82,3 +82,21 @@ def fake(monkeypatch):
     monkeypatch.setattr(vqa.cli.score, "_make_scorer", FakeScorer)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     return FakeScorer
+
+
+# --- the quick part stays quick -------------------------------------------------------------
+
+QUICK_LIMIT_S = 5.0  # a test not marked slow that takes longer is named at the end of the run
+_long_quick: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call" and report.duration > QUICK_LIMIT_S and "slow" not in report.keywords:
+        _long_quick.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _long_quick:
+        terminalreporter.section(f"tests not marked slow that took over {QUICK_LIMIT_S:g} s")
+        for seconds, nodeid in sorted(_long_quick, reverse=True):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}  (mark it slow, or make it quicker)")
