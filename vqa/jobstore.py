@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS results (
 _COLUMNS = ["path", "size", "mtime_ns", "fingerprint", "config", "status", "record", "scored_at"]  # SCHEMA's
 
 # The config keys that change a result. batch_size and mode only change speed (results do not
-# depend on them: tests/engine/test_parallel.py), and the worker count is not in config at all.
+# depend on them: tests/test_engine.py), and the worker count is not in config at all.
 # "timeline" is in config only when on: a record stored without its timeline is not reused.
 RESULT_OPTIONS = ("sampling", "backend", "decoder", "precision", "timeline")
 _SQLITE_MAGIC = b"SQLite format 3\0"
