@@ -1,8 +1,8 @@
-"""Shared fixtures: test clips made once per session (content: tests/scenes.py), one loaded
+"""Shared fixtures: test clips made once per session (content: tests/support/scenes.py), one loaded
 Scorer per configuration, the record schema, and the fake scorer for CLI tests.
 
 jsonschema (a test requirement) and PyAV (which encodes the clips) are imported by the
-fixtures that use them: a GPU machine without them still collects tests/test_cuda_device.py."""
+fixtures that use them: a GPU machine without them still collects tests/infer/test_cuda_device.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scenes import CLIP_RECIPES, FPS, SCENE_FRAMES, H, W, dead_leaves_frames
-from fakes import FakeScorer
+from tests.support.scenes import CLIP_RECIPES, FPS, SCENE_FRAMES, H, W, dead_leaves_frames
+from tests.support.fakes import FakeScorer
 
 import vqa.cli
 from vqa.report import CONTRACT_SCHEMA
@@ -25,7 +25,7 @@ def scene() -> np.ndarray:
 @pytest.fixture(scope="session")
 def make_clip(tmp_path_factory, scene) -> Callable[[str], Path]:
     """``make_clip(name)`` -> path of the clip ``CLIP_RECIPES[name]``, encoded on first use."""
-    from clips import write_clip  # PyAV
+    from tests.support.clips import write_clip  # PyAV
 
     folder = tmp_path_factory.mktemp("clips")
     made: dict[str, Path] = {}
@@ -77,8 +77,26 @@ def validate_record():
 
 @pytest.fixture
 def fake(monkeypatch):
-    """The CLI builds a FakeScorer (tests/fakes.py) instead of loading the model."""
+    """The CLI builds a FakeScorer (tests/support/fakes.py) instead of loading the model."""
     FakeScorer.instances = []
     monkeypatch.setattr(vqa.cli.score, "_make_scorer", FakeScorer)
     monkeypatch.delenv("VQA_DEBUG", raising=False)
     return FakeScorer
+
+
+# --- the quick part stays quick -------------------------------------------------------------
+
+QUICK_LIMIT_S = 5.0  # a test not marked slow that takes longer is named at the end of the run
+_long_quick: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call" and report.duration > QUICK_LIMIT_S and "slow" not in report.keywords:
+        _long_quick.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _long_quick:
+        terminalreporter.section(f"tests not marked slow that took over {QUICK_LIMIT_S:g} s")
+        for seconds, nodeid in sorted(_long_quick, reverse=True):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}  (mark it slow, or make it quicker)")

@@ -161,7 +161,7 @@ def _cut(rgb: np.ndarray, layout: PatchLayout, geometry: Geometry) -> np.ndarray
         # Every region is region x region: lay them side by side and resample the mosaic once.
         # Area resampling by region/PATCH (PATCH a power of two, so the factor and every pixel's
         # footprint are exact in floating point) keeps each output pixel inside one region, so
-        # the view is the one a resize per patch gave, bit for bit (tests/test_preprocess.py),
+        # the view is the one a resize per patch gave, bit for bit (tests/infer/test_preprocess.py),
         # in about two thirds of the time (issue 18).
         mosaic = _mosaic(rgb, layout, GRID)
         return mosaic if region == PATCH else cv2.resize(mosaic, (VIEW, VIEW), interpolation=cv2.INTER_AREA)
@@ -195,10 +195,10 @@ def area_weights(region: int, patch: int = PATCH) -> np.ndarray:
     """(patch, region) float64: the weights of area resampling ``region`` pixels to ``patch``
     (OpenCV's INTER_AREA): output pixel o averages source pixels over [o, o + 1) * region /
     patch, each by its overlap. Applied along both axes of each region, they give OpenCV's view
-    (tests/test_preprocess.py): every weight is k / region and a multiple of gcd(region,
+    (tests/infer/test_preprocess.py): every weight is k / region and a multiple of gcd(region,
     patch) / region, so an output is an integer over an odd square for regions up to 63, never
     half-way between two integers, and rounds the same from any accurate sum
-    (tests/test_finish.py)."""
+    (tests/infer/test_finish_views.py)."""
     scale = region / patch
     w = np.zeros((patch, region))
     for o in range(patch):

@@ -6,7 +6,7 @@
 #   bash .device_bench/device_bench.sh PHASE...  # there, from the checkout's root; phases in order:
 #     stage   unpack every carried .whl/*/*.tar.xz into /tmp/site (kept while the machine is warm),
 #             put the carried code (.device_bench/code.tar.xz) in place of vqa/ tests/ scripts/
-#     check   pytest tests/test_cuda_device.py (-rA log and JUnit XML), scripts/bench/gpu_check.py --variants
+#     check   pytest tests/infer/test_cuda_device.py (-rA log and JUnit XML), scripts/bench/gpu_check.py --variants
 #     folder  120 clips of 1280x720, 10 s, a keyframe every 2 s, made once; the sample videos' records
 #             through the pool engine per backend (scripts/bench/gpu_records.py); `vqa bench --study folder`:
 #             default plan openvino:fp32 / cuda:fp32 / cuda:fp16 in turns (120 clips, 2 rounds);
@@ -180,7 +180,7 @@ check() {
     echo "== SKIPPED check: no CUDA device here"
     return 0
   fi
-  step pytest_cuda_device 60 150 "$PY" -m pytest -q -rA -p no:cacheprovider tests/test_cuda_device.py \
+  step pytest_cuda_device 60 150 "$PY" -m pytest -q -rA -p no:cacheprovider tests/infer/test_cuda_device.py \
     --junitxml="$OUT/pytest_cuda_device.xml" 2>&1 | tee "$OUT/pytest_cuda_device.log"
   # Its JSON goes to the file alone (stdout would repeat it in run.log).
   step gpu_check 120 280 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_check.py --variants --seconds 1 \
@@ -260,8 +260,8 @@ nvdec() {  # the nvdec reader on real NVDEC: its pictures against FFmpeg's, and 
     echo "== SKIPPED nvdec: PyAV or PyNvVideoCodec is not importable (stage .whl/av and .whl/nv)"
     return 0
   fi
-  step pytest_nvdec_device 40 150 "$PY" -m pytest -q -rA -x -p no:cacheprovider tests/test_nvdec_device.py \
-    tests/test_nvdec.py 2>&1 | tail -40 | tee "$OUT/pytest_nvdec_device.log"
+  step pytest_nvdec_device 40 150 "$PY" -m pytest -q -rA -x -p no:cacheprovider tests/decode/test_nvdec_device.py \
+    tests/decode/test_nvdec.py 2>&1 | tail -40 | tee "$OUT/pytest_nvdec_device.log"
   [ -f /tmp/nv720.mp4 ] || "$PY" scripts/bench/make_bench_clip.py /tmp/nv720.mp4 --size 1280x720 --frames 300 --fps 30 \
     --gop 60 > /dev/null 2>&1 || "$PY" -c "
 from pathlib import Path
@@ -445,7 +445,7 @@ finish() {  # issue 20: views finished on the GPU from the workers' mosaics (vqa
   "$PY" -c "import av, openvino" 2>/dev/null || { echo "== SKIPPED finish: stage .whl/av and .whl/ov first"; return 0; }
   gpu_here || { echo "== SKIPPED finish: no CUDA device here"; return 0; }
   step pytest_cuda_device 60 150 sh -c '"$@" 2>&1 | tee "$0"' "$OUT/pytest_cuda_device.log" "$PY" -m pytest -q -rA \
-    -p no:cacheprovider tests/test_cuda_device.py --junitxml="$OUT/pytest_cuda_device.xml"
+    -p no:cacheprovider tests/infer/test_cuda_device.py --junitxml="$OUT/pytest_cuda_device.xml"
   rm -rf /tmp/vqa_rc && mkdir -p /tmp/vqa_rc
   local size
   for size in 1280x720 1024x576 1366x768 800x600; do

@@ -4,7 +4,7 @@
 
 One JSON file per backend and precision (``openvino-fp32.json``, ...), each clip's score,
 category and defect types (sorted, each once), scored in this process (``workers=0``) with
-the default sampling. tests/test_golden.py holds every run to them within its precision's ``TOLERANCE``.
+the default sampling. tests/model/test_golden.py holds every run to them within its precision's ``TOLERANCE``.
 Regenerate after a deliberate change to the model or its decision block, and say why in the
 commit.
 """

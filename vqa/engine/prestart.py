@@ -19,7 +19,7 @@ import os
 import sys
 
 # vqa.engine.worker.WORKER_NAME, which guard_spawned_import reads; not imported from there,
-# which imports NumPy (tests/test_startup.py holds the two equal).
+# which imports NumPy (tests/engine/test_startup.py holds the two equal).
 WORKER_NAME = "vqa-decode"
 
 _waiting: tuple | None = None  # (process, parent's end of its pipe, the pid that started it)

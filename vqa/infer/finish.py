@@ -10,8 +10,8 @@ never half-way: with g = gcd(region, patch), every K is a multiple of g, so the 
 integer over (region / g)², an odd number (patch 32 holds every factor 2 of a region up to 63).
 It is thus at least 1 / (2 * 47²) from half-way for regions up to 48, far more than the last-bit
 error of the division (CUDA multiplies by the reciprocal of a Python divisor). The views are the
-ones the workers would have made: tests/test_finish.py holds them to OpenCV's on the CPU, and
-tests/test_cuda_device.py on the GPU. TF32 matmuls would round the partial sums, so where torch
+ones the workers would have made: tests/infer/test_finish_views.py holds them to OpenCV's on the CPU, and
+tests/infer/test_cuda_device.py on the GPU. TF32 matmuls would round the partial sums, so where torch
 allows them the same sums run in float64.
 
 Torch alone: the same code runs on the CPU (tests) and on a CUDA stream (vqa.infer.cuda).

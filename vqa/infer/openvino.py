@@ -143,7 +143,7 @@ class OpenVINOInferencer(Inferencer):
     def wait(self) -> None:
         # Counted and polled, with sleeps that let go of the GIL, not AsyncInferQueue.wait_all():
         # after Ctrl-C mid-job, wait_all in close() never returned in 1 run of 12 to 20 at load
-        # average 3, although every callback had run (tests/test_engine.py's Ctrl-C test under
+        # average 3, although every callback had run (tests/engine/test_parallel.py's Ctrl-C test under
         # a faulthandler dump: the main thread in wait_all, OpenVINO's callback thread in no
         # Python frame).
         while self._in_flight > 0:
