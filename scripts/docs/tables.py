@@ -148,6 +148,31 @@ def score_options() -> str:
     return table(["field", "flag", "default"], rows)
 
 
+# --- the modules ---------------------------------------------------------------------------
+
+def modules() -> str:
+    """Each module of the package with the first sentence of its docstring, read from the
+    source (an optional backend's module need not import)."""
+    import ast
+    import pkgutil
+
+    rows = []
+    infos = [m for m in pkgutil.walk_packages(vqa.__path__, "vqa.", onerror=lambda _name: None)]
+    paths = {"vqa": Path(vqa.__file__)}
+    for info in infos:
+        base = Path(info.module_finder.path)
+        leaf = info.name.rsplit(".", 1)[-1]
+        paths[info.name] = base / leaf / "__init__.py" if info.ispkg else base / f"{leaf}.py"
+    for name in sorted(paths):
+        if name.rsplit(".", 1)[-1].startswith("_"):
+            continue  # private modules: their package's docstring speaks for them
+        doc = ast.get_docstring(ast.parse(paths[name].read_text())) or ""
+        paragraph = " ".join(doc.split("\n\n")[0].split())
+        first = re.split(r"(?<=\.)\s", paragraph, maxsplit=1)[0].rstrip(":")
+        rows.append([f"`{name}`", first])
+    return table(["module", "what it holds"], rows)
+
+
 # --- the model ----------------------------------------------------------------------------
 
 def metrics() -> dict:
@@ -178,6 +203,13 @@ def model_numbers() -> list[tuple[str, str, str]]:
         ("INT8 against FP32, points of score, mean / max",
          f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}", ""),
     ]
+
+
+def manifest_blocks() -> str:
+    """The manifest's input and decision blocks as models/vqa.json holds them."""
+    manifest = json.loads((ROOT / "models" / "vqa.json").read_text())
+    blocks = {key: manifest[key] for key in ("name", "version", "input", "decision") if key in manifest}
+    return "```json\n" + json.dumps(blocks, indent=2) + "\n```\n"
 
 
 def model_table() -> str:
@@ -299,6 +331,8 @@ def generated() -> dict[str, str]:
         "csv-columns.md": csv_columns(),
         "score-options.md": score_options(),
         "model-numbers.md": model_table(),
+        "modules.md": modules(),
+        "manifest.md": manifest_blocks(),
         "performance-2core.md": two_core_table(),
         "performance-h200.md": h200_table(),
     }
