@@ -38,7 +38,7 @@ from .sample import FRAME_MODES
 from .threads import MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS, max_workers, plan_threads, starving_split
 
 MAX_BATCH_SIZE = 256
-# batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
+# batch_size="auto": measured with `vqa bench` on the 2-core machine (docs/history/performance.md).
 # OpenVINO's views per second peak at batch 4 (fp32 212, int8 321 with the first INT8 model) and fall beyond it, while
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
@@ -220,13 +220,13 @@ class ScoreOptions:
              "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
              "(cuda only) runs the fp32 weights cast to float16. bf16 (OpenVINO only) runs "
              "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): faster, scores "
-             "close to fp32 (the README's Performance section has the measured distance); "
+             "close to fp32 (docs: Performance has the measured distance); "
              "E_BACKEND elsewhere. auto: fp16 "
              "on cuda, fp32 elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
         show_default=True, help="Video decoder. opencv has fewer safety controls; nvdec decodes H.264 and HEVC on "
-             "an NVIDIA GPU, the rest on the CPU (README).")
+             "an NVIDIA GPU, the rest on the CPU (docs: CLI).")
     batch_size: int | str = _option(
         "auto", _check_batch_size, flag="--batch-size", parse=_parse_batch_size, metavar="auto|N",
         show_default=True, help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
@@ -256,7 +256,7 @@ class ScoreOptions:
         help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "
              "(--decoder pyav only; default 0). Each takes the next video like any worker; H.264 and "
              "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are those of pyav "
-             "alone (README has the one exception). Measured: no faster with every core decoding.")
+             "alone (docs: How it works has the one exception). Measured: no faster with every core decoding.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
@@ -266,7 +266,7 @@ class ScoreOptions:
     timeline: bool = _option(
         False, _check_timeline, flag="--timeline",
         help="Add each video's per-frame data to its record: time, score, each defect's "
-             "probability, black and frozen flags (larger records; see the README).")
+             "probability, black and frozen flags (larger records; docs: Output contract).")
 
     def __post_init__(self) -> None:
         # "auto" is decided here, once, so records, the job store's key and every engine see
