@@ -175,6 +175,11 @@ def modules() -> str:
 
 # --- the model ----------------------------------------------------------------------------
 
+def shipped_major() -> int:
+    """The major version of the model models/vqa.json ships: its numbers are targets.model_N."""
+    return int(json.loads((ROOT / "models" / "vqa.json").read_text())["version"].split(".")[0])
+
+
 def metrics() -> dict:
     return json.loads((ROOT / "models" / "metrics.json").read_text())
 
@@ -182,10 +187,12 @@ def metrics() -> dict:
 def model_numbers() -> list[tuple[str, str, str]]:
     """(measure, shipped model, the model before it) from models/metrics.json."""
     m = metrics()
-    now, before = m["targets"]["model_3"], m["targets"]["model_2"]
+    now, before = (m["targets"].get(f"model_{major}") for major in (shipped_major(), shipped_major() - 1))
+    if now is None:
+        raise SystemExit(f"models/metrics.json has no targets.model_{shipped_major()} for the shipped model")
 
     def both(fmt) -> tuple[str, str]:
-        return fmt(now), fmt(before)
+        return fmt(now), (fmt(before) if before else "")
 
     int8 = m["int8_vs_fp32"]
     return [
@@ -214,7 +221,7 @@ def manifest_blocks() -> str:
 
 def model_table() -> str:
     m = metrics()
-    clips = m["targets"]["model_3"]["clips"]
+    clips = m["targets"][f"model_{shipped_major()}"]["clips"]
     rows = [[measure, f"**{now}**", before] for measure, now, before in model_numbers()]
     bounds = m["category_bounds"]["new"]
     rows.append(["Category within one class, bounds chosen on validation "
@@ -278,28 +285,35 @@ def h200_rows() -> list[dict]:
             data = load(f"{folder}/{name}")["folder"]
             for backend, study in data["by_backend"].items():
                 s = study["sampling"][plan]
-                row = rows.setdefault((backend, plan), {"backend": backend, "plan": plan, "starts": {},
-                                                        "videos": data["videos"], "cores": data["cores"],
-                                                        "split": f"{s['workers']} + {s['inference_threads']}"})
-                row["starts"][start] = (s["videos_per_min"], s["videos_per_min_median"], f"{folder}/{name}")
+                row = rows.setdefault((backend, plan), {"backend": backend, "plan": plan, "starts": {}})
+                row["starts"][start] = (s["videos_per_min"], s["videos_per_min_median"],
+                                        f"{s['workers']} + {s['inference_threads']}", f"{folder}/{name}")
     return list(rows.values())
 
 
+def start_name(folder: str) -> str:
+    """A machine start as its env.txt names it: the commit and the day."""
+    lines = (RESULTS / folder / "env.txt").read_text().splitlines()
+    commit = next(line.split()[1][:7] for line in lines if line.startswith("commit "))
+    day = " ".join(lines[0].split()[1:3])
+    return f"{commit}, {day}"
+
+
 def h200_table() -> str:
-    head = ["backend", "frames", "workers + inference threads", *[f"start {i + 1}" for i in range(len(H200_STARTS))],
+    head = ["backend", "frames", *[f"start {i + 1} ({start_name(f)})" for i, f in enumerate(H200_STARTS)],
             "median of the starts"]
     out = []
     for row in h200_rows():
         cells = []
         for i in range(len(H200_STARTS)):
             if i in row["starts"]:
-                best, median, rel = row["starts"][i]
-                cells.append(link(rel, f"{best:.0f} ({median:.0f})"))
+                best, median, split, rel = row["starts"][i]
+                cells.append(link(rel, f"{best:.0f} ({median:.0f})") + f" at {split}")
             else:
                 cells.append("")
         middle = statistics.median(v[0] for v in row["starts"].values())
         plan = "default plan" if row["plan"] == "default" else "every frame"
-        out.append([f"`{row['backend']}`", plan, row["split"], *cells, f"**{middle:.0f}**"])
+        out.append([f"`{row['backend']}`", plan, *cells, f"**{middle:.0f}**"])
     return table(head, out)
 
 
