@@ -239,8 +239,9 @@ class ScoreOptions:
     workers: int | None = _option(
         None, _check_workers, flag="--workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode worker processes (default: half the usable cores, at least 1, the rest "
-             "for inference; with --backend cuda all cores but one; 0 decodes in this process, "
-             "without the timeout and memory limit; at most 4 per usable core, or 16).")
+             "for inference; with --backend cuda every core, beside one thread that feeds the GPU; "
+             "0 decodes in this process, without the timeout and memory limit; at most 4 per usable "
+             "core, or 16).")
     timeout_s: float | str | None = _option(
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
