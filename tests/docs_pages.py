@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# The checkout's root, wherever in tests/ this helper lives: the folder that holds mkdocs.yml.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "mkdocs.yml").is_file())
 DOCS = ROOT / "docs"
 GENERATED = DOCS / "_generated"
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)

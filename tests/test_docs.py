@@ -11,9 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from docs_pages import DOCS, GENERATED, SNIPPET, page, user_pages
+from docs_pages import DOCS, GENERATED, ROOT, SNIPPET, page, user_pages
 
-ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
