@@ -6,8 +6,8 @@ values start each string of ``record.warnings`` (``"W_TRUNCATED: ..."``, made by
 a member stands wherever the code string did (JSON, CSV, f-strings, SQLite) and records are
 unchanged.
 
-The README's code tables are made from the meanings here (``markdown_table``); a test holds
-them equal.
+The docs' code tables are made from the meanings here (``markdown_table``, through
+scripts/docs/tables.py); a test holds them equal.
 
 >>> ErrorCode.E_EMPTY == "E_EMPTY", f"{ErrorCode.E_EMPTY}", WarningCode.parse("W_CAPPED: stopped")
 (True, 'E_EMPTY', (<WarningCode.W_CAPPED: 'W_CAPPED'>, 'stopped'))
@@ -18,7 +18,7 @@ from enum import Enum
 
 
 class _Code(str, Enum):
-    """A code: its value is its name; ``meaning`` is the README's text; ``per_video``: it can
+    """A code: its value is its name; ``meaning`` is the docs' text; ``per_video``: it can
     be a record's code (else it only stops a run: options, model, output)."""
 
     meaning: str
@@ -118,6 +118,6 @@ class WarningCode(_Code):
 
 
 def markdown_table(codes: type[_Code], per_video: bool = True) -> str:
-    """The README table of ``codes`` (those a record can carry, by default)."""
+    """The docs' table of ``codes`` (those a record can carry, by default)."""
     rows = [f"| `{c.value}` | {c.meaning} |" for c in codes if c.per_video == per_video]
     return "\n".join(["| code | meaning |", "|---|---|", *rows])

@@ -40,7 +40,7 @@ from .threads import MAX_WORKERS_PER_CORE, MIN_MAX_WORKERS, max_workers, plan_th
 from .types import CONFIG_KEYS
 
 MAX_BATCH_SIZE = 256
-# batch_size="auto": measured with `vqa bench` on the 2-core machine (README, Performance).
+# batch_size="auto": measured with `vqa bench` on the 2-core machine (docs/history/performance.md).
 # OpenVINO's views per second peak at batch 4 (fp32 212, int8 321 with the first INT8 model) and fall beyond it, while
 # the time per batch keeps climbing; batch 1 answers each request soonest (6 ms).
 AUTO_BATCH_SIZE = {"latency": 1, "throughput": 4}
@@ -222,13 +222,13 @@ class ScoreOptions:
              "scores close to fp32 (models/metrics.json has the measured distance). fp16 "
              "(cuda only) runs the fp32 weights cast to float16. bf16 (OpenVINO only) runs "
              "the fp32 model in bfloat16 on CPUs that have it (AVX512-BF16, AMX): faster, scores "
-             "close to fp32 (the README's Performance section has the measured distance); "
+             "close to fp32 (docs: Performance has the measured distance); "
              f"{ErrorCode.E_BACKEND} elsewhere. auto: fp16 "
              "on cuda, fp32 elsewhere (decided with the backend).")
     decoder: str = _option(
         decode.DEFAULT_BACKEND, _one_of("decoder", DECODERS), flag="--decoder", choices=DECODERS,
         show_default=True, help="Video decoder. opencv has fewer safety controls; nvdec decodes H.264 and HEVC on "
-             "an NVIDIA GPU, the rest on the CPU (README).")
+             "an NVIDIA GPU, the rest on the CPU (docs: CLI).")
     batch_size: int | str = _option(
         "auto", _check_batch_size, flag="--batch-size", parse=_parse_batch_size, metavar="auto|N",
         show_default=True, help="Frames per inference batch, or 'auto': 1 with --mode latency, 4 with "
@@ -241,8 +241,9 @@ class ScoreOptions:
     workers: int | None = _option(
         None, _check_workers, flag="--workers", parse=_parse_count(0), metavar="INTEGER RANGE",
         help="Decode worker processes (default: half the usable cores, at least 1, the rest "
-             "for inference; with --backend cuda all cores but one; 0 decodes in this process, "
-             "without the timeout and memory limit; at most 4 per usable core, or 16).")
+             "for inference; with --backend cuda every core, beside one thread that feeds the GPU; "
+             "0 decodes in this process, without the timeout and memory limit; at most 4 per usable "
+             "core, or 16).")
     timeout_s: float | str | None = _option(
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "
@@ -258,7 +259,7 @@ class ScoreOptions:
         help="Decode workers that decode on an NVIDIA GPU (NVDEC), added beside the CPU workers "
              "(--decoder pyav only; default 0). Each takes the next video like any worker; H.264 and "
              "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are those of pyav "
-             "alone (README has the one exception). Measured: no faster with every core decoding.")
+             "alone (docs: How it works has the one exception). Measured: no faster with every core decoding.")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
@@ -268,7 +269,7 @@ class ScoreOptions:
     timeline: bool = _option(
         False, _check_timeline, flag="--timeline",
         help="Add each video's per-frame data to its record: time, score, each defect's "
-             "probability, black and frozen flags (larger records; see the README).")
+             "probability, black and frozen flags (larger records; docs: Output contract).")
 
     def __post_init__(self) -> None:
         # "auto" is decided here, once, so records, the job store's key and every engine see

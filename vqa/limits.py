@@ -13,7 +13,7 @@ from .types import SamplePlan, VideoInfo
 # timeout_s="auto": a limit that only a stuck or pathological decode reaches. Each task (a probe,
 # or one decode segment) gets it, counted from when a worker takes the task, with the time spent
 # waiting for the parent's inference (back-pressure) left out: so it measures decoding alone.
-# A worker decoded 1080p H.264 at about 80 frames/s here, views included, and the README's
+# A worker decoded 1080p H.264 at about 80 frames/s here, views included, and the measured
 # decode-only floor is about 58 frames/s per FFmpeg thread; 5 frames/s leaves room for 4K,
 # HEVC/AV1 in software and a slower or busier machine. A sampled plan decodes its frames plus,
 # before each run, up to a GOP from the keyframe the seek lands on (allowed: 10 s at 25 fps).

@@ -21,7 +21,7 @@ counted against the decode workers (below).
 On a GPU backend (``accelerator=True``) inference needs one CPU thread, the one that copies
 views in and collects outputs, and it mostly waits for the GPU, so a decode worker takes every
 core: on the lent 16-core H200 machine, 16 workers scored a folder at 1,845 videos/min against
-1,663 for 15, in turns in one sweep (medians 1,762 and 1,629; README, The GPU path; issue 20):
+1,663 for 15, in turns in one sweep (medians 1,762 and 1,629; docs/history/performance.md, The GPU path; issue 20):
 
     >>> plan_threads(cores=16, accelerator=True)
     ThreadBudget(cores=16, workers=16, inference_threads=1, decode_threads=1)
@@ -29,7 +29,7 @@ core: on the lent 16-core H200 machine, 16 workers scored a folder at 1,845 vide
 With a lighter inference (``light_inference=True``: OpenVINO in bfloat16, about twice fp32's
 views/s a thread) inference takes a third of the cores: on the H200's 16 cores the default plan
 scored a folder at 993 videos/min with 11 workers + 5 threads, 959 with 12 + 4 and 769 with
-8 + 8, in turns in one run (README, Performance; issue 18):
+8 + 8, in turns in one run (docs/history/performance.md; issue 18):
 
     >>> plan_threads(cores=16, light_inference=True)
     ThreadBudget(cores=16, workers=11, inference_threads=5, decode_threads=1)
@@ -128,7 +128,7 @@ def plan_threads(*, workers: int | None = None, inference_threads: int | None = 
 
 # A stage given less than this share of what ``auto`` gives it, by an explicit split, starves:
 # on 16 cores `--workers 15` (1 inference thread, auto gives 8) ran at 192 videos/min against
-# 316 for auto's 8 + 8 (README, Performance).
+# 316 for auto's 8 + 8 (docs/history/performance.md).
 STARVING_SHARE = 0.5
 
 

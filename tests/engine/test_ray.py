@@ -40,8 +40,8 @@ def test_ray_absent_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path):
     clip.write_bytes(b"x")
     result = CliRunner().invoke(vqa.cli.cli, ["score", str(clip), "--engine", "ray"])
     assert result.exit_code == 2, result.output
-    assert "pip install 'vqa[ray]'" in result.output and "E_BACKEND" in result.output
-    with pytest.raises(BackendUnavailable, match=r"vqa\[ray\]"):
+    assert "pip install '.[ray]'" in result.output and "E_BACKEND" in result.output
+    with pytest.raises(BackendUnavailable, match=r"pip install '\.\[ray\]'"):
         vqa.open_scorer(engine="ray")
     result = CliRunner().invoke(vqa.cli.cli, ["score", str(clip), "--actors-per-node", "2"])
     assert result.exit_code == 2 and "--engine ray" in result.output

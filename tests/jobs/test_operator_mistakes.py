@@ -19,6 +19,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from tests.support.docs_pages import page
 from tests.support.fakes import FakeScorer, touch
 
 from vqa import cli
@@ -264,8 +265,8 @@ def test_an_interrupted_job_has_its_own_exit_status(tmp_path, sig, status):
 def test_exit_statuses_documented():
     help_text = CliRunner().invoke(cli.cli, ["score", "--help"]).output
     assert "130" in help_text and "143" in help_text
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    assert "130" in readme and "143" in readme
+    statuses = page("errors.md")
+    assert "| 130 |" in statuses and "| 143 |" in statuses
 
 
 # --- item 12: line separators in names -----------------------------------------------------------
@@ -327,8 +328,8 @@ def test_csv_has_a_column_for_every_field_of_the_contract():
             assert row[column] == "blur:0.7:0-3.2"
         elif obj not in ("warnings", "error"):
             assert row[column] == str(value), leaf
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    assert "type:severity:start_s-end_s" in readme and "frames_decoded" in readme
+    contract = page("output-contract.md")
+    assert "type:severity:start_s-end_s" in contract and "`frames_decoded`" in contract
 
 
 # --- issue 10, fix 11: the summary line -----------------------------------------------------

@@ -1,10 +1,12 @@
-"""vqa.codes: every code the package emits is registered, and the README's tables are made from it."""
+"""vqa.codes: every code the package emits is registered, and the docs' tables are made from it."""
 from __future__ import annotations
 
 import ast
 import json
 import re
 from pathlib import Path
+
+from tests.support.docs_pages import page
 
 from vqa.codes import ErrorCode, WarningCode, markdown_table
 from vqa.errors import BackendUnavailable, InputError, ModelError, OutputError, UsageError, VQAError
@@ -51,10 +53,10 @@ def test_every_registered_code_is_used_somewhere():
     assert unused == []
 
 
-def test_the_readme_tables_are_made_from_the_registry():
-    readme = (ROOT / "README.md").read_text()
-    assert markdown_table(ErrorCode) in readme
-    assert markdown_table(WarningCode) in readme
+def test_the_docs_tables_are_made_from_the_registry():
+    assert markdown_table(ErrorCode) in page("errors.md")
+    assert markdown_table(ErrorCode, per_video=False) in page("errors.md")
+    assert markdown_table(WarningCode) in page("output-contract.md")
 
 
 def test_error_classes_carry_registered_codes():

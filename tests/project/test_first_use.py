@@ -1,4 +1,4 @@
-"""What a new user trips on first (issue 10's fixes): the README's Python snippets pasted into
+"""What a new user trips on first (issue 10's fixes): the Python snippets of the README and the docs pasted into
 a script, a script without the main guard, the wheel's models, install hints, a decoder or a
 worker memory limit that cannot work."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.clips import textured_frames, write_clip
+from tests.support.docs_pages import page, user_pages
 from tests.support.fakes import fail_backend_import
 from click.testing import CliRunner
 
@@ -40,7 +41,8 @@ def run_script(code: str, cwd: Path, timeout_s: float = 120) -> subprocess.Compl
 
 
 def readme_snippets() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    """The README's Python snippets, then those of the pages a user reads."""
+    text = "\n".join(page(name) for name in ["README.md", *user_pages()])
     return [textwrap.dedent(m) for m in re.findall(r"```python\n(.*?)```", text, re.S)]
 
 

@@ -57,7 +57,8 @@ def _make_scorer(options: ScoreOptions, **engine):
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="local: this machine. ray: one actor per node of a Ray cluster (RAY_ADDRESS=auto "
                    "joins the one `ray start` made; none: a local one is started), same records and "
-                   "job store; --workers and --threads are then per actor. Needs: pip install 'vqa[ray]'")
+                   "job store; --workers and --threads are then per actor. Needs: pip install '.[ray]' "
+                   "in vqa's checkout")
 @click.option("--actors-per-node", type=click.IntRange(min=1), default=None,
               help="With --engine ray: actors on each node, sharing its CPUs (default 1).")
 def score(paths, fmt, output, db, retry_failed, patterns, fail_fast, quiet, report, thumbnails, engine,

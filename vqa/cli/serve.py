@@ -51,14 +51,15 @@ def serve(roots, host, port, data_dir, token, allow_no_token, queue_jobs, queue_
     """Serve scoring over HTTP: jobs over files under --root, single uploads, records as they
     arrive, HTML reports, /healthz and /metrics. OpenAPI docs at /docs.
 
-    Needs the serve extra: pip install 'vqa[serve]'. One model and one pool of decode workers
-    serve every request. SIGTERM finishes the videos in flight (within --drain-timeout),
+    Needs the serve extra: pip install '.[serve]' in vqa's checkout. One model and one pool of
+    decode workers serve every request. SIGTERM finishes the videos in flight (within --drain-timeout),
     stores them and exits with status 143; the next start carries on with the queued jobs.
     """
     try:
         from vqa.serve.server import serve as run
     except ImportError as e:
-        fail(ErrorCode.E_BACKEND, f"vqa serve needs the serve extra: pip install 'vqa[serve]' ({e})", EXIT_USAGE)
+        fail(ErrorCode.E_BACKEND, f"vqa serve needs the serve extra: pip install '.[serve]' in vqa's checkout ({e})",
+             EXIT_USAGE)
     extra = {"data_dir": data_dir} if data_dir else {}
     settings = ServeSettings(roots=list(roots), host=host, port=port, token=token or os.environ.get(TOKEN_ENV),
                              allow_no_token=allow_no_token, queue_jobs=queue_jobs, queue_uploads=queue_uploads,

@@ -1,4 +1,4 @@
-"""The engines that turn a path into a record, one module each (README, How it works):
+"""The engines that turn a path into a record, one module each (docs: How it works):
 
     frames.py     the one frame loop: a reader's frames -> views and stats in batches
     local.py      workers=0: LocalEngine, in this process

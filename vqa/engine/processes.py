@@ -25,7 +25,7 @@ from .worker import EXIT_UNGUARDED_SCRIPT, UNGUARDED_MESSAGE, WORKER_NAME, worke
 BOOT_TIMEOUT_S = 60.0  # a spawned worker that has not said "ready" by then is stuck: replace it
 MAX_BOOT_FAILURES = 3  # workers dying one after another before "ready": give up, do not loop
 # Address space a worker needs beyond what it maps at start-up, to decode anything at all:
-# measured, 1080p H.264 every frame peaked 174 MiB above the start (README, Isolation).
+# measured, 1080p H.264 every frame peaked 174 MiB above the start (docs/history/hardening.md).
 WORKER_HEADROOM_MB = 256
 
 

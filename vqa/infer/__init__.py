@@ -33,7 +33,7 @@ DEFAULT_PRECISION = "fp32"
 AUTO_PRECISION = "auto"  # --precision auto: AUTO_PRECISION_BY_BACKEND's, else DEFAULT_PRECISION
 # What --precision auto runs: the fastest precision within issue 20's tolerances. On cuda, fp16
 # ran 2x fp32's views/s and its records agreed with the CPU's fp32 within 0.06 points on mean
-# (scripts/results/h200-2026-12-01/). The default stays DEFAULT_PRECISION on every backend: a
+# (docs/performance/results/h200-2026-12-01/). The default stays DEFAULT_PRECISION on every backend: a
 # folder ran no faster with fp16 there (decoding set the pace), so fp32's exact agreement wins.
 AUTO_PRECISION_BY_BACKEND = {"cuda": "fp16"}
 # Precisions that need particular CPU instructions (bf16: AVX512-BF16 or AMX): run only when

@@ -17,7 +17,7 @@ input already is), ``cudnn_benchmark`` lets cuDNN time its algorithms in the eag
 before capture, ``half_weights`` runs fp16 with the weights and activations in float16 (no
 autocast, so no casts inside the graph; normalisation layers in float16 too): on the H200,
 15,270 views/s at the engine's batch of 32 against 13,902 with autocast, in one run, with
-records 0.033 points from the CPU's on mean (scripts/results/h200-2026-12-02). TF32 and
+records 0.033 points from the CPU's on mean (docs/performance/results/h200-2026-12-02). TF32 and
 benchmark are torch-wide switches: they are set as each graph is captured, which is when they
 choose the kernels the graph keeps.
 """

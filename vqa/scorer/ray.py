@@ -56,7 +56,7 @@ from ..inputs import path_arg
 from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..types import VideoScore
 
-RAY_EXTRA = "pip install 'vqa[ray]'"
+RAY_EXTRA = "pip install '.[ray]' in vqa's checkout"
 PING_S = 2.0  # how often each actor is asked for a ping
 HANG_S = 60.0  # an actor silent this long is killed and replaced
 START_S = 300.0  # the first actor must be ready by then (model load, workers spawned)
