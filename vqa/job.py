@@ -22,7 +22,8 @@ from vqa.config import ScoreOptions
 from vqa.errors import OutputError, UsageError
 from vqa.inputs import Input, expand_inputs
 from vqa.jobstore import Identity, JobStore, config_key, default_db_path
-from vqa.report import TextSink, open_writer
+from vqa.outputs import TextSink
+from vqa.report import open_writer
 from vqa.types import VideoScore
 
 SCORED, STORED, CHECKED = "scored", "stored", "checked"

@@ -30,13 +30,20 @@ import re
 import stat
 import sys
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 from vqa.errors import OutputError, UsageError
 
 if TYPE_CHECKING:  # for annotations only: no import of the writers or the input rules here
     from vqa.inputs import Input
-    from vqa.report import TextSink
+
+class TextSink(Protocol):
+    """What a writer needs of its stream: a text file, stdout, or RecordFile below."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
 
 PARTIAL_SUFFIX = ".vqa-partial"  # OUTPUT is written as OUTPUT.vqa-partial, then renamed
 NAME_MAX = 255  # bytes in one file name, when the file system does not say

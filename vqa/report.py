@@ -11,7 +11,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import fields
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from vqa.codes import ErrorCode
 from vqa.errors import UsageError
@@ -20,6 +20,7 @@ from vqa.types import (DEFECT_TYPES, MODEL_DEFECTS, VIDEO_RECORD_KEYS, ConfigBlo
 
 FORMATS = ("table", "json", "jsonl", "csv")
 from .aggregate import CATEGORIES
+from .outputs import TextSink
 
 # Every field of the contract, flat, from its types (vqa.types). The first 13 columns came first
 # and keep their names and order; the nested objects follow as "<object>_<key>" columns (video's
@@ -153,14 +154,6 @@ def format_defects(defects: list[Mapping[str, Any]]) -> str:
     """Compact defect string for CSV: ``type:severity:start-end`` joined by ``;``."""
     return ";".join(f"{d['type']}:{d['severity']:g}:{d['start_s']:g}-{d['end_s']:g}"
                     for d in defects)
-
-
-class TextSink(Protocol):
-    """What a writer needs of its stream: a text file, stdout, or vqa.outputs.RecordFile."""
-
-    def write(self, text: str, /) -> int: ...
-
-    def flush(self) -> None: ...
 
 
 class Writer(ABC):
