@@ -209,6 +209,26 @@ class Scorer:
     def _new_record(self, path: str) -> VideoScore:
         return _new_record(self.model, dict(self.config), path)
 
+    def health(self) -> dict[str, Any]:
+        """Whether this Scorer can score now, for a health probe: ``ok`` when the model is
+        loaded, the Scorer is open, its engine has not failed and every decode worker is alive
+        (with ``workers=0`` none are needed); ``error`` says how the engine failed, if it did.
+
+        >>> Scorer(workers=0).health()                      # doctest: +SKIP
+        {'ok': True, 'model_loaded': True, 'workers': 0, 'workers_alive': 0}
+        """
+        engine = self._engine
+        broken = getattr(engine, "broken", None)
+        pool = getattr(engine, "pool", None)
+        pids = list(pool.pids) if pool is not None else []
+        alive = sum(1 for pid in pids if _process_alive(pid))
+        model = self.inferencer is not None
+        nvdec = self.resolved.nvdec_workers
+        return {"ok": model and broken is None and alive == len(pids) and not self._closed, "model_loaded": model,
+                "workers": self.workers, "workers_alive": alive,
+                **({"nvdec_workers": nvdec} if nvdec else {}),  # counted in workers_alive too
+                **({"error": repr(broken)} if broken is not None else {})}
+
     # -- the engine's parts, for tests and tools -----------------------------------------
 
     @property
@@ -285,6 +305,20 @@ _defaults_lock = threading.Lock()
 
 def _new_record(model: dict, config: dict, path: str) -> VideoScore:
     return VideoScore(path=path, status="error", model=dict(model), config=dict(config))
+
+
+def _process_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
 
 
 def _forget_defaults_in_child() -> None:

@@ -9,9 +9,10 @@ is ASCII (``AsciiJSON``).
 from __future__ import annotations
 
 import asyncio
-import hmac
+import errno
 import json
 import shutil
+import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -20,7 +21,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -28,9 +29,11 @@ from vqa.codes import ErrorCode
 from vqa.errors import VQAError
 
 from . import metrics as metrics_text
+from .guard import Guard, HostRule
 from .jobs import DONE
-from .runner import ONE_PREFIX, JOB_PREFIX, Busy, Service
-from .uploads import BadUpload, SlowBody, TooLarge, paced, receive
+from .errors import Busy
+from .runner import ONE_PREFIX, JOB_PREFIX, Service
+from .uploads import BadUpload, SlowBody, Stopped, TooLarge, paced, receive
 
 DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end, so the client sees the answer
 POLL_S = 0.05  # how often a follow reader looks for new records
@@ -39,6 +42,8 @@ VQA_STATUS: dict[str, int] = {ErrorCode.E_BAD_PATH: 403, ErrorCode.E_TOO_LARGE: 
 
 
 class JobRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo ("globs") is refused, never silently ignored
+
     paths: list[str] = Field(..., min_length=1, description="Files and folders under the server's --root folders; "
                              "folders are walked recursively as `vqa score` walks them.")
     glob: list[str] = Field(default_factory=list, description="File-name patterns for folders (as --glob).")
@@ -73,8 +78,8 @@ _JOB_BODY = {"requestBody": {"required": True, "content": {
         "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}}}}
 
 
-def create_app(service: Service) -> BearerToken:
-    """The ASGI app: the routes (FastAPI) behind the bearer-token check."""
+def create_app(service: Service) -> Guard:
+    """The ASGI app: the routes (FastAPI) behind the guard (vqa.serve.guard)."""
     settings = service.settings
 
     async def lifespan(_app):
@@ -103,6 +108,10 @@ def create_app(service: Service) -> BearerToken:
     async def slow(_request, exc: SlowBody):
         return _error(408, ErrorCode.E_SLOW_BODY, str(exc), {"Connection": "close"})
 
+    @app.exception_handler(Stopped)
+    async def stopped(_request, exc: Stopped):
+        return _error(503, ErrorCode.E_BUSY, str(exc), {"Retry-After": "30", "Connection": "close"})
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_request, exc: RequestValidationError):
         return _error(400, ErrorCode.E_USAGE, _first_problem(exc.errors()))
@@ -116,25 +125,21 @@ def create_app(service: Service) -> BearerToken:
         return _error(exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(Exception)
-    async def internal(_request, _exc: Exception):  # the traceback still goes to the log
+    async def internal(_request, exc: Exception):  # the traceback still goes to the log
+        if _no_space(exc):
+            return _error(507, ErrorCode.E_NO_SPACE, "the server's data disk is full: nothing was kept of this "
+                          "request; retry once the operator has made room")
         return _error(500, ErrorCode.E_INTERNAL, "an internal error: please report it (the server's log says more)")
 
-    def head_too(path: str, route) -> None:
-        """HEAD beside GET, for load balancers' probes (kept out of the OpenAPI document)."""
-        app.add_api_route(path, route, methods=["HEAD"], include_in_schema=False)
-
     @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
-    def healthz():
+    async def healthz():  # on the event loop itself: it never waits for a thread of any pool
         state = service.health()
         return AsciiJSON(state, status_code=200 if state["ok"] else 503)
 
     @app.get("/metrics", summary="Prometheus text: videos, errors by code, queue depth, time per video",
              response_class=PlainTextResponse)
-    def metrics():
+    async def metrics():
         return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
-
-    head_too("/healthz", healthz)
-    head_too("/metrics", metrics)
 
     @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY,
               summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
@@ -148,7 +153,7 @@ def create_app(service: Service) -> BearerToken:
                 service.release_job()
                 raise
             try:
-                return service.add_upload_job(folder, uploads)  # its place is given back when it ends
+                return _accepted(service.add_upload_job(folder, uploads))  # its place is given back when it ends
             except BaseException:
                 service.release_job()
                 shutil.rmtree(folder, ignore_errors=True)
@@ -157,9 +162,8 @@ def create_app(service: Service) -> BearerToken:
         try:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
-            raise Problem(400, ErrorCode.E_USAGE, "the body must be JSON like {\"paths\": [\"/srv/a.mp4\"]}: "
-                                                  + e.errors(include_url=False)[0]["msg"]) from None
-        return await run_in_threadpool(service.submit_paths, job.paths, job.glob)
+            raise Problem(400, ErrorCode.E_USAGE, _body_problem(e)) from None
+        return _accepted(await run_in_threadpool(service.submit_paths, job.paths, job.glob))
 
     @app.get("/v1/jobs", summary="Every job the server holds, with its counts")
     def list_jobs():
@@ -192,12 +196,12 @@ def create_app(service: Service) -> BearerToken:
 
         def page() -> str:
             job = _job(job_id)
-            records: list[Mapping[str, Any]] = list(service.db.iter_records(job_id))
+            records: list[Mapping[str, Any]] = list(service.db.iter_records(job_id, confined=True))
             return build_report(records, thumbnails=thumbnails if job["kind"] == "paths" else 0,
                                 title=f"vqa job {job_id}",
                                 source=f"{job['state']}: {job['done']} of {job['total']} videos")
         headers = {"Content-Security-Policy": content_security_policy(), "X-Content-Type-Options": "nosniff"}
-        return HTMLResponse(await run_in_threadpool(page), headers=headers)
+        return HTMLResponse(await service.reports.run(page), headers=headers)
 
     @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)")
     def delete_job(job_id: str):
@@ -229,7 +233,8 @@ def create_app(service: Service) -> BearerToken:
 
     def _body(request: Request):
         """The request's body as it arrives, cut off (SlowBody) when it stops or drags."""
-        return paced(request.stream(), grace_s=settings.body_timeout_s, min_rate=settings.min_body_rate)
+        return paced(request.stream(), grace_s=settings.body_timeout_s, min_rate=settings.min_body_rate,
+                     stopping=lambda: service.stopping)
 
     async def _received(request: Request, prefix: str):
         """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
@@ -246,7 +251,39 @@ def create_app(service: Service) -> BearerToken:
             raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
         return job
 
-    return BearerToken(app, settings.token, service.metrics)
+    return Guard(app, token=settings.token, hosts=HostRule(settings.host, settings.allow_hosts),
+                 metrics=service.metrics, log=service.log, error=_error)
+
+
+_NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # EFBIG: a file-size limit, a disk full for this file
+
+
+def _no_space(exc: BaseException | None) -> bool:
+    """A full disk anywhere in ``exc``'s chain: an OSError's errno, or SQLite's SQLITE_FULL."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+            return True
+        if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                                               or "disk is full" in str(exc)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _accepted(job: dict[str, Any]) -> JSONResponse:
+    """202 with the new job, and where to find it (``Location``)."""
+    return AsciiJSON(job, status_code=202, headers={"Location": f"/v1/jobs/{job['id']}"})
+
+
+def _body_problem(e: ValidationError) -> str:
+    """What is wrong with a job's JSON body, in one line; every unknown field named."""
+    errors = e.errors(include_url=False)
+    unknown = [".".join(map(str, err["loc"])) for err in errors if err["type"] == "extra_forbidden"]
+    if unknown:
+        return (f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the body takes "
+                f"{', '.join(JobRequest.model_fields)}")
+    return "the body must be JSON like {\"paths\": [\"/srv/a.mp4\"]}: " + errors[0]["msg"]
 
 
 async def _admit(request: Request, body, admit) -> None:
@@ -295,7 +332,7 @@ async def _discard(request: Request, chunks) -> None:
         try:
             async for _chunk in chunks:
                 pass
-        except SlowBody:
+        except (SlowBody, Stopped):
             pass
 
 
@@ -338,44 +375,6 @@ async def _array(lines):
             yield ("" if first else ",\n") + line
             first = False
     yield "]\n"
-
-
-class BearerToken:
-    """ASGI middleware: ``Authorization: Bearer TOKEN`` on every route but /healthz (when the
-    server has a token), and a count of every answer by route and status for /metrics."""
-
-    def __init__(self, app, token: str | None, metrics):
-        self.app, self.metrics = app, metrics
-        self.expected = token.encode() if token else None
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        status = [500]
-
-        async def sending(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        if self.expected is not None and scope["path"] != "/healthz":
-            if not _authorized(dict(scope["headers"]).get(b"authorization", b""), self.expected):
-                response = _error(401, ErrorCode.E_AUTH, "this server needs a bearer token: "
-                                  "Authorization: Bearer TOKEN", {"WWW-Authenticate": 'Bearer realm="vqa"'})
-                await response(scope, receive, sending)
-                self.metrics.request("unauthorized", status[0])
-                return
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            route = scope.get("route")
-            self.metrics.request(getattr(route, "path", "other"), status[0])
-
-
-def _authorized(header: bytes, token: bytes) -> bool:
-    """``Bearer TOKEN``, the scheme in any case (RFC 7235: schemes are case-insensitive)."""
-    scheme, _, given = header.partition(b" ")
-    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(b" "), token)
 
 
 def _version() -> str:

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from vqa.config import ScoreOptions
+from vqa.errors import UsageError
 from vqa.inputs import Input
 from vqa.job import Outcome, run_folder_job
 from vqa.jobstore import JobStore
@@ -32,8 +33,14 @@ def open_engine(options: ScoreOptions):
 
 
 def check_results(path: str) -> None:
-    """UsageError now, at start-up, for a results store that is not one (not at every job)."""
-    JobStore(path).close()
+    """UsageError now, at start-up, for a results store that is not one (not at every job),
+    saying what an operator of the service does about it (it has no --db to pass)."""
+    try:
+        JobStore(path).close()
+    except UsageError as e:
+        problem = "; ".join(part for part in e.message.split("; ") if "--db" not in part and "re-run" not in part)
+        raise UsageError(f"{problem}; stop vqa serve, move {path} aside (with any -wal and -shm beside it) and "
+                         "start it again: files are then scored again, jobs and their records are kept") from None
 
 
 class _Shared:
@@ -96,30 +103,5 @@ def record_of(result) -> dict[str, Any]:
 
 
 def health(scorer) -> dict[str, Any]:
-    """``ok``: the model is loaded and every decode worker is alive (with ``workers=0``, none
-    are needed); the engine's own failure, if any, says why not."""
-    engine = getattr(scorer, "_engine", None)
-    broken = getattr(engine, "broken", None)
-    pool = getattr(engine, "pool", None)
-    pids = list(pool.pids) if pool is not None else []
-    alive = sum(1 for pid in pids if _alive(pid))
-    model = getattr(scorer, "inferencer", None) is not None
-    ok = model and broken is None and alive == len(pids) and not getattr(scorer, "_closed", False)
-    nvdec = getattr(getattr(scorer, "resolved", None), "nvdec_workers", 0)
-    return {"ok": ok, "model_loaded": model, "workers": scorer.workers, "workers_alive": alive,
-            **({"nvdec_workers": nvdec} if nvdec else {}),  # counted in workers_alive too
-            **({"error": repr(broken)} if broken is not None else {})}
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
+    """The Scorer's own ``health()``: model loaded, engine not failed, decode workers alive."""
+    return scorer.health()

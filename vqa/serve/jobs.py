@@ -26,6 +26,8 @@ from vqa.errors import UsageError
 from vqa.files import FoundPath
 from vqa.inputs import Input
 
+from .log import utc_iso
+
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -67,17 +69,27 @@ class JobDB:
     def __init__(self, path: str):
         self.path = path
         # One server per data folder: the file itself is locked (SQLite's own locks are fcntl's).
-        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) |
+                                    getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as e:
+            raise UsageError(f"cannot open the job list {path}: {e.strerror}; {_MOVE_ASIDE}") from None
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
             raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data"
                              ) from None
-        self._write = self._connect()
-        self._write.executescript(SCHEMA)
+        try:
+            self._write = self._connect()
+            self._write.executescript(SCHEMA)
+            _check_schema(self._write)
+        except sqlite3.Error as e:
+            os.close(self._lock_fd)
+            raise UsageError(f"{path} is not a vqa serve job list ({e}); {_MOVE_ASIDE}") from None
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []  # closed with the store, so the checkpoint is complete
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -89,6 +101,8 @@ class JobDB:
         db = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = self._connect()
+            with self._lock:
+                self._readers.append(db)
         return db
 
     # -- writes ----------------------------------------------------------------------------
@@ -156,6 +170,7 @@ class JobDB:
         if row is None:
             return None
         job = dict(zip(("id", "kind", "state", "total", "created", "finished"), row))
+        job["created"], job["finished"] = utc_iso(job["created"]), utc_iso(job["finished"])  # ISO 8601, UTC
         counts = dict(self._read().execute("SELECT status, COUNT(*) FROM records WHERE job=? GROUP BY status",
                                            (job_id,)).fetchall())
         job["done"] = sum(counts.values())
@@ -188,16 +203,54 @@ class JobDB:
             "SELECT seq, record FROM records WHERE job=? AND seq>? ORDER BY seq LIMIT ?",
             (job_id, after, limit)).fetchall()
 
-    def iter_records(self, job_id: str) -> Iterator[dict[str, Any]]:
+    def iter_records(self, job_id: str, *, confined: bool = False) -> Iterator[dict[str, Any]]:
+        """The job's records in order. ``confined``: each record's path is its input's, as a
+        FoundPath when the input was confined to a root, so whatever opens the file again (a
+        report's thumbnails) makes the same folder check as scoring did."""
+        roots = self._roots(job_id) if confined else {}
         after = -1
         while rows := self.records(job_id, after):
-            yield from (json.loads(text) for _seq, text in rows)
+            for seq, text in rows:
+                record = json.loads(text)
+                if seq in roots:
+                    record["path"] = roots[seq]
+                yield record
             after = rows[-1][0]
 
+    def _roots(self, job_id: str) -> dict[int, FoundPath]:
+        return {seq: FoundPath(os.fsdecode(path), os.fsdecode(root)) for seq, path, root in self._read().execute(
+            "SELECT seq, path, root FROM inputs WHERE job=? AND root IS NOT NULL AND name IS NULL", (job_id,))}
+
     def close(self) -> None:
+        """Checkpointed and out of WAL mode first, so jobs.db alone holds everything (a backup
+        of that one file is complete) and no -wal or -shm file is left beside it."""
         with self._lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+            try:
+                self._write.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._write.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass  # a reader still open, or a full disk: the WAL stays and SQLite replays it next time
             self._write.close()
         os.close(self._lock_fd)
+
+
+_MOVE_ASIDE = ("restore it from a backup, or move it aside (with any -wal and -shm beside it) and start "
+               "again with no jobs")
+_COLUMNS = {"jobs": ["id", "kind", "state", "total", "created", "finished"],
+            "inputs": ["job", "seq", "path", "root", "name", "error"],
+            "records": ["job", "seq", "status", "code", "record"]}
+
+
+def _check_schema(db: sqlite3.Connection) -> None:
+    """sqlite3.DatabaseError for a database whose tables are not this version's (another
+    program's file named jobs.db would fail at the first job, not at start-up)."""
+    for table, columns in _COLUMNS.items():
+        found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+        if found != columns:
+            raise sqlite3.DatabaseError(f"its {table} table has columns {', '.join(found)}")
 
 
 def _name_in(name: str | None) -> bytes | None:

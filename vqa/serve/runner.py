@@ -26,9 +26,12 @@ from vqa.errors import UsageError
 from vqa.inputs import Input
 
 from . import engine
+from .errors import Busy
+from .log import ServeLog
 from .jobs import DONE, QUEUED, RUNNING, JobDB
 from .metrics import Metrics
 from .paths import Roots
+from .pools import Bounded
 from .settings import ServeSettings
 from .uploads import Upload
 
@@ -36,19 +39,13 @@ RESULTS_DB, JOBS_DB, UPLOADS = "results.vqa.db", "jobs.db", "uploads"
 ONE_PREFIX, JOB_PREFIX = "one-", "job-"  # upload folders: a single upload's, a job's
 
 
-class Busy(Exception):
-    """The queue is full; ``retry_after_s`` estimates when a place frees up."""
-
-    def __init__(self, message: str, retry_after_s: int):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
 class Service:
-    def __init__(self, settings: ServeSettings):
+    def __init__(self, settings: ServeSettings, log: ServeLog | None = None):
         self.settings = settings.checked()
+        self.log = log or ServeLog(settings.log_format)
         self.roots = Roots(settings.roots)
         self.metrics = Metrics()
+        self.reports = Bounded(settings.report_workers, "vqa-serve-report", "reports")
         self.data = settings.data_dir
         os.makedirs(self.data, mode=0o700, exist_ok=True)  # a folder given that exists keeps its mode
         os.makedirs(os.path.join(self.data, UPLOADS), mode=0o700, exist_ok=True)
@@ -112,6 +109,7 @@ class Service:
         with self._wake:
             self.pending_videos += len(inputs)
             self._wake.notify_all()
+        self.log.event("job", job=job_id, state="submitted", kind=kind, total=len(inputs))
         return {"id": job_id, "state": QUEUED, "total": len(inputs)}
 
     def admit_job(self) -> None:
@@ -188,6 +186,14 @@ class Service:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    def describe(self) -> dict[str, Any]:
+        """What the ready line says the server runs with."""
+        model = getattr(self.scorer, "model", None) or {}
+        options = self.settings.options
+        return {"model": model.get("name", "?") if isinstance(model, dict) else str(model),
+                "backend": options.backend, "workers": self.scorer.workers, "roots": len(self.roots.given),
+                "token": self.settings.token is not None}
+
     def health(self) -> dict[str, Any]:
         state = engine.health(self.scorer)
         state["jobs_thread_alive"] = self._thread.is_alive()
@@ -233,6 +239,8 @@ class Service:
             return
         self.db.set_state(job_id, RUNNING)
         pending = self.db.pending(job_id)
+        started = time.monotonic()
+        self.log.event("job", job=job_id, state="started", total=job["total"], pending=len(pending))
         order = iter(pending)
 
         def on_outcome(outcome) -> None:  # in input order, once stored
@@ -260,10 +268,14 @@ class Service:
             self._forget(job_id, {**job, "state": RUNNING})
         elif not self.db.pending(job_id):
             self.db.set_state(job_id, DONE)
+            done = self.db.job(job_id) or job
+            self.log.event("job", job=job_id, state="finished", total=done["total"], ok=done.get("ok"),
+                           failed=done.get("failed"), seconds=round(time.monotonic() - started, 3))
             self.release_job(0)
             shutil.rmtree(os.path.join(self.data, UPLOADS, JOB_PREFIX + job_id), ignore_errors=True)
         else:
             self.db.set_state(job_id, QUEUED)  # stopped: the next start carries on
+            self.log.event("job", job=job_id, state="stopped", left=len(self.db.pending(job_id)))
         self.progress += 1
 
     # -- start and stop --------------------------------------------------------------------
@@ -296,7 +308,8 @@ class Service:
             self.scorer.close()  # cancels whatever is still in flight
         finally:
             self._thread.join()
-            self.db.close()
+            self.reports.close()
+            self.db.close()  # checkpointed: jobs.db alone is then the whole store
 
 
 def named(record: dict[str, Any], path: str, name: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,21 +36,41 @@ class SlowBody(Exception):
     """The body stopped arriving, or arrives slower than the server's minimum rate (408)."""
 
 
-async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int) -> AsyncIterator[bytes]:
+class Stopped(Exception):
+    """The server is stopping (SIGTERM) while the body still arrives (503)."""
+
+
+STOP_POLL_S = 0.25  # how often a waiting body read looks whether the server is stopping
+
+
+async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int,
+                stopping: Callable[[], bool] = lambda: False) -> AsyncIterator[bytes]:
     """``chunks`` while they keep up: byte n must have come by ``grace_s + n / min_rate``
     seconds (by ``grace_s`` for the whole body when ``min_rate`` is 0); SlowBody when it has
-    not, so a client that sends headers and then nothing cannot hold a place for good."""
+    not, so a client that sends headers and then nothing cannot hold a place for good; Stopped
+    once ``stopping()``, so a stalled upload does not hold up the server's stop."""
     started, received = time.monotonic(), 0
     source = chunks.__aiter__()
     while True:
         allowed_s = grace_s + (received / min_rate if min_rate else 0.0)
+        # One read, waited for in slices: cancelling the source's __anext__ would end it.
+        pending = asyncio.ensure_future(source.__anext__())
         try:
-            chunk = await asyncio.wait_for(source.__anext__(), max(0.0, started + allowed_s - time.monotonic()))
+            while not pending.done():
+                if stopping():
+                    raise Stopped("the server is stopping: send the upload again once it is back")
+                left = started + allowed_s - time.monotonic()
+                if left <= 0:
+                    raise SlowBody(f"the request body stopped arriving: {received} bytes in {allowed_s:.0f} s; the "
+                                   f"server waits {grace_s:g} s, then for at least {min_rate} bytes/s")
+                await asyncio.wait({pending}, timeout=min(left, STOP_POLL_S))
+        finally:
+            if not pending.done():
+                pending.cancel()
+        try:
+            chunk = pending.result()
         except StopAsyncIteration:
             return
-        except asyncio.TimeoutError:
-            raise SlowBody(f"the request body stopped arriving: {received} bytes in {allowed_s:.0f} s; the server "
-                           f"waits {grace_s:g} s, then for at least {min_rate} bytes/s") from None
         received += len(chunk)
         yield chunk
 
