@@ -239,10 +239,13 @@ def create_app(service: Service) -> Guard:
     async def _received(request: Request, prefix: str):
         """(folder, uploads): the body's files in a new private folder, deleted again if that fails."""
         folder = service.new_upload_folder(prefix)
+        body = _body(request)
         try:
-            return folder, await _receive(request, _body(request), folder, settings.max_upload_bytes)
-        except BaseException:
+            return folder, await _receive(request, body, folder, settings.max_upload_bytes)
+        except BaseException as e:
             shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(e, Exception) and _no_space(e):
+                await _discard(request, body)  # read to its end when small, so the client hears 507
             raise
 
     def _job(job_id: str) -> dict:
