@@ -30,6 +30,7 @@ from vqa.errors import VQAError
 
 from . import metrics as metrics_text
 from .guard import Guard, HostRule
+from .schema import Accepted, Deleted, Health, JobList, JobWithRecords, add_docs, errors, tailor
 from .jobs import DONE
 from .errors import Busy
 from .runner import ONE_PREFIX, JOB_PREFIX, Service
@@ -68,14 +69,16 @@ def _error(status: int, code: str, message: str, headers: Mapping[str, str] | No
     return AsciiJSON({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-_UPLOAD_BODY = {"requestBody": {"required": True, "content": {
-    "multipart/form-data": {"schema": {"type": "object", "properties": {
+_UPLOAD_BODY = {"parameters": [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
+                                "description": "A raw body's file name, for its record"}],
+                "requestBody": {"required": True, "content": {
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
         "file": {"type": "string", "format": "binary"}}}},
-    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary", "minLength": 1}}}}}
 _JOB_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": JobRequest.model_json_schema()},
-    "multipart/form-data": {"schema": {"type": "object", "properties": {
-        "file": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}}}}
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+        "file": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"}}}}}}}}
 
 
 def create_app(service: Service) -> Guard:
@@ -87,10 +90,14 @@ def create_app(service: Service) -> Guard:
         await asyncio.to_thread(service.close)  # SIGTERM: the videos in flight finish and are stored
 
     app = FastAPI(title="vqa serve", version=_version(), lifespan=lifespan, default_response_class=AsciiJSON,
+                  docs_url=None, redoc_url=None,
                   description="No-reference video quality assessment as a batch service: jobs over files under "
                               "the server's --root folders or uploaded, records in the output contract of "
-                              "`vqa score`. Every route but /healthz needs `Authorization: Bearer TOKEN` when "
-                              "the server has a token.")
+                              "`vqa score`. Every route but /healthz and the docs needs `Authorization: Bearer "
+                              "TOKEN` when the server has a token. Every error is `{\"error\": {\"code\", "
+                              "\"message\"}}` with a stable code.")
+    tailor(app, token=settings.token is not None)
+    add_docs(app)
 
     @app.exception_handler(Problem)
     async def problem(_request, exc: Problem):
@@ -131,7 +138,8 @@ def create_app(service: Service) -> Guard:
                           "request; retry once the operator has made room")
         return _error(500, ErrorCode.E_INTERNAL, "an internal error: please report it (the server's log says more)")
 
-    @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)")
+    @app.get("/healthz", summary="Model loaded, decode workers alive (no token needed)", response_model=Health,
+             responses={503: {"model": Health, "description": "Not ready: `ok` is false and says why"}})
     async def healthz():  # on the event loop itself: it never waits for a thread of any pool
         state = service.health()
         return AsciiJSON(state, status_code=200 if state["ok"] else 503)
@@ -141,7 +149,9 @@ def create_app(service: Service) -> Guard:
     async def metrics():
         return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
 
-    @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY,
+    @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY, response_model=Accepted,
+              responses={202: {"headers": {"Location": {"description": "The job's URL", "schema": {
+                  "type": "string"}}}}, **errors(400, 403, 408, 413, 429, 503, 507)},
               summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
     async def create_job(request: Request):
         content_type = request.headers.get("content-type", "")
@@ -165,18 +175,24 @@ def create_app(service: Service) -> Guard:
             raise Problem(400, ErrorCode.E_USAGE, _body_problem(e)) from None
         return _accepted(await run_in_threadpool(service.submit_paths, job.paths, job.glob))
 
-    @app.get("/v1/jobs", summary="Every job the server holds, with its counts")
+    @app.get("/v1/jobs", summary="Every job the server holds, with its counts", response_model=JobList)
     def list_jobs():
-        return {"jobs": service.db.jobs()}
+        return AsciiJSON({"jobs": service.jobs()})
 
-    @app.get("/v1/jobs/{job_id}", summary="A job's state, counts and (unless records=false) records so far")
+    @app.get("/v1/jobs/{job_id}", summary="A job's state, counts and (unless records=false) records so far",
+             response_model=JobWithRecords, responses=errors(400, 404))
     def get_job(job_id: str, records: bool = True):
         job = _job(job_id)
         if records:
             job["records"] = list(service.db.iter_records(job_id))
-        return job
+        return AsciiJSON(job)
 
-    @app.get("/v1/jobs/{job_id}/records", summary="A job's records, streamed as they arrive until it is done")
+    @app.get("/v1/jobs/{job_id}/records", summary="A job's records, streamed as they arrive until it is done",
+             response_class=StreamingResponse, responses={200: {"description": "One record a line (jsonl), or "
+                                                           "one JSON array (json)", "content": {
+                 "application/x-ndjson": {"schema": {"type": "string"}},
+                 "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},
+                 **errors(400, 404)})
     async def job_records(job_id: str, format: Literal["jsonl", "json"] = "jsonl",
                           follow: bool = Query(True, description="Wait for the job's later records"),
                           after: int = Query(-1, ge=-1, le=SQLITE_MAX,
@@ -188,7 +204,7 @@ def create_app(service: Service) -> Guard:
         media = "application/x-ndjson" if format == "jsonl" else "application/json"
         return StreamingResponse(lines, media_type=media)
 
-    @app.get("/v1/jobs/{job_id}/report", response_class=HTMLResponse,
+    @app.get("/v1/jobs/{job_id}/report", response_class=HTMLResponse, responses=errors(400, 404, 429),
              summary="The job's HTML report: the page `vqa report` writes, with its content-security policy")
     async def job_report(job_id: str, thumbnails: int = Query(0, ge=0, le=50, description=(
             "Thumbnails for the N lowest-scoring videos (jobs by path only: uploads are deleted once scored)"))):
@@ -203,13 +219,16 @@ def create_app(service: Service) -> Guard:
         headers = {"Content-Security-Policy": content_security_policy(), "X-Content-Type-Options": "nosniff"}
         return HTMLResponse(await service.reports.run(page), headers=headers)
 
-    @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)")
+    @app.delete("/v1/jobs/{job_id}", summary="Forget a job and its records (a running one stops first)",
+                response_model=Deleted, responses=errors(404))
     def delete_job(job_id: str):
         if not service.delete(job_id):
             raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
-        return {"id": job_id, "deleted": True}
+        return AsciiJSON({"id": job_id, "deleted": True})
 
-    @app.post("/v1/score", openapi_extra=_UPLOAD_BODY,
+    @app.post("/v1/score", openapi_extra=_UPLOAD_BODY, response_model=dict[str, Any],
+              responses={200: {"description": "The video's record (the output contract of `vqa score`)"},
+                         **errors(400, 408, 413, 429, 503, 507)},
               summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
     async def score_upload(request: Request):
         started = time.perf_counter()
@@ -249,7 +268,7 @@ def create_app(service: Service) -> Guard:
             raise
 
     def _job(job_id: str) -> dict:
-        job = service.db.job(job_id)
+        job = service.job(job_id)
         if job is None:
             raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
         return job
@@ -357,7 +376,7 @@ async def _follow(service: Service, job_id: str, after: int, follow: bool):
     Records come from the database, a page at a time: a slow reader holds up nobody."""
     while True:
         seen = service.progress
-        job = await run_in_threadpool(service.db.job, job_id)
+        job = await run_in_threadpool(service.job, job_id)
         if job is None:
             return  # deleted
         finished = job["state"] == DONE or not follow or service.stopping

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from vqa.codes import ErrorCode
 
-OPEN_PATHS = frozenset({"/healthz"})  # answered without the token
+OPEN_PATHS = frozenset({"/healthz", "/docs", "/redoc", "/openapi.json"})  # answered without the token
+OPEN_PREFIX = "/docs-assets/"  # the docs pages' own files (vqa.serve.schema says why they are open)
 
 
 def host_name(value: str) -> str:
@@ -146,10 +147,14 @@ class Guard:
             problem = self.hosts.refusal(headers)
             if problem is not None:
                 return self.error(403, ErrorCode.E_ORIGIN, problem)
-        elif scope["path"] not in OPEN_PATHS and not _authorized(headers.get(b"authorization", b""), self.expected):
+        elif not _open(scope["path"]) and not _authorized(headers.get(b"authorization", b""), self.expected):
             return self.error(401, ErrorCode.E_AUTH, "this server needs a bearer token: Authorization: Bearer TOKEN",
                               {"WWW-Authenticate": 'Bearer realm="vqa"'})
         return None
+
+
+def _open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIX)
 
 
 def _authorized(header: bytes, token: bytes) -> bool:

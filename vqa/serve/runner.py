@@ -126,9 +126,17 @@ class Service:
             self.unfinished_jobs -= 1
             self.pending_videos -= videos_left
 
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        """A job as the API shows it: one being deleted (its videos in flight still finishing)
+        is gone already."""
+        return None if job_id in self._cancelled else self.db.job(job_id)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [job for job in self.db.jobs() if job["id"] not in self._cancelled]
+
     def delete(self, job_id: str) -> bool:
         """Forget a job and its records; a running one stops after its videos in flight."""
-        job = self.db.job(job_id)
+        job = self.job(job_id)
         if job is None:
             return False
         with self._lock:  # the jobs thread takes its next job under this lock too

@@ -139,6 +139,9 @@ async def receive(chunks: AsyncIterator[bytes], content_type: str, folder: str, 
                 parser.write(chunk)
         if parser is not None:
             parser.finalize()
+        elif received == 0:
+            raise BadUpload("the request has no body: send the video as the body (curl --data-binary @clip.mp4) "
+                            "or as a form part (curl -F file=@clip.mp4)")
         files.close()
     except ValueError as e:  # the multipart parser's errors are ValueErrors
         raise BadUpload(f"not a valid multipart/form-data body: {e}") from None
