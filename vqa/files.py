@@ -158,3 +158,69 @@ def fingerprint(fd: int, size_bytes: int) -> str:
         tail = max(FINGERPRINT_CHUNK, size_bytes - FINGERPRINT_CHUNK)
         h.update(os.pread(fd, FINGERPRINT_CHUNK, tail))
     return h.hexdigest()[:32]
+
+
+# -- bytes given instead of a path: spooled to a private file, then scored like a path ------
+
+_SPOOL_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+_SPOOL_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+SPOOL_CHUNK = 1 << 20
+
+
+def display_name(raw: bytes | str) -> str:
+    """The last component of a client's file name, as text (undecodable bytes as surrogates):
+    the name a record shows for bytes that had no path."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
+    return re.split(r"[/\\]", text)[-1] or "upload"
+
+
+def create_private(folder: str, stem: str, name: str) -> tuple[int, str]:
+    """(fd, path) of a new file in ``folder`` for content named ``name``: created exclusively,
+    mode 0600, no link followed, named ``stem`` plus the name's extension (letters and digits
+    only; the container probe may use it). The name itself never reaches the file system."""
+    match = _SPOOL_EXTENSION.search(name)
+    path = os.path.join(folder, stem + (match.group(0).lower() if match else ""))
+    return os.open(path, _SPOOL_FLAGS, 0o600), path
+
+
+def write_all(fd: int, data) -> int:
+    view = memoryview(data).cast("B")
+    total = len(view)
+    while view:
+        view = view[os.write(fd, view):]
+    return total
+
+
+def spool(data, name: str, parent: str | None = None) -> str:
+    """``data`` (bytes-like, or a binary file object read to its end) into a new private
+    folder (mode 0700) under ``parent`` (default: the temporary folder); the file's path.
+    The caller removes the folder (``os.path.dirname``) when done."""
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="vqa-spool-", dir=parent)
+    try:
+        fd, path = create_private(folder, "video", display_name(name))
+        try:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                write_all(fd, data)
+            else:
+                while chunk := data.read(SPOOL_CHUNK):
+                    if not isinstance(chunk, (bytes, bytearray, memoryview)):
+                        raise TypeError(f"the file object gave {type(chunk).__name__}, not bytes: "
+                                        "open it in binary mode ('rb')")
+                    write_all(fd, chunk)
+        finally:
+            os.close(fd)
+        return path
+    except BaseException:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def shown_as(record: dict, path: str, name: str) -> dict:
+    """A record of a spooled file as its caller knows it: ``path`` is ``name``, and the spool
+    path is out of the error message."""
+    record = dict(record, path=name)
+    if record.get("error") and record["error"].get("message"):
+        record["error"] = dict(record["error"], message=record["error"]["message"].replace(path, name))
+    return record

@@ -9,9 +9,11 @@ threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, an
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import itertools
 import os
+import shutil
 import threading
 import warnings
 from collections import Counter, OrderedDict, deque
@@ -27,6 +29,7 @@ from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
 from .lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
                         refuse_when_exiting)
+from .files import shown_as, spool
 from .inputs import path_arg, resolved_here
 from .model import load_model_spec
 from .types import VideoScore
@@ -123,15 +126,27 @@ class Scorer:
 
     # -- scoring -------------------------------------------------------------------------
 
-    def submit(self, path: PathArg, *, split: bool = False) -> Future:
+    def submit(self, path: PathArg | Any, *, split: bool = False, name: str | None = None) -> Future:
         """Start scoring one video; the Future's result is its ``VideoScore``. Any thread may
         call it, any number of times: the videos share this Scorer's workers and model, and
         each Future gets its own video's record. ``future.cancel()`` stops the video's work
         (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped).
         ``split=True`` spreads the video over every worker, for the lowest latency when it is
         scored alone (``score`` does that); by default one worker reads it, which keeps the
-        cores busiest when many videos are in flight."""
+        cores busiest when many videos are in flight.
+
+        With ``name``, the first argument is the video itself, not its path: ``bytes`` (or any
+        bytes-like object) or a binary file object, read to its end now (an upload held in
+        memory, an object-store body). It is spooled to a private file (mode 0600, in a folder
+        of mode 0700 under the temporary folder), scored exactly as a path is, with the same
+        checks and limits, and deleted once scored; the record's ``path`` is ``name``.
+
+        >>> scorer.submit(body_bytes, name="clip.mp4").result().path    # doctest: +SKIP
+        'clip.mp4'
+        """
         self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
+        if name is not None:
+            return self._submit_content(path, name, split)
         path = path_arg(path)
         # Relative to the caller's current folder now, not the one the workers were started in;
         # the record keeps the path as given.
@@ -145,6 +160,33 @@ class Scorer:
             if self._engine is None:  # start afresh; one that failed to start is tried again here
                 self._engine = self._new_engine(self.inferencer)
             return self._engine.submit(opened, split, shown=path)  # quick: a queue put and a wake-up
+
+    def _submit_content(self, data: Any, name: str, split: bool) -> Future:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if not isinstance(data, (bytes, bytearray, memoryview)) and not callable(getattr(data, "read", None)):
+            raise TypeError(f"with name=, the video must be bytes or a binary file object, not {type(data).__name__}")
+        spooled = spool(data, name)
+        try:
+            inner = self.submit(spooled, split=split)
+        except BaseException:
+            shutil.rmtree(os.path.dirname(spooled), ignore_errors=True)
+            raise
+        out: Future = Future()
+
+        def done(f: Future) -> None:
+            shutil.rmtree(os.path.dirname(spooled), ignore_errors=True)
+            if f.cancelled():
+                out.cancel()
+            elif f.exception() is not None:
+                out.set_exception(f.exception())
+            else:
+                record = f.result()
+                shown = shown_as({"path": record.path, "error": record.error}, spooled, name)
+                out.set_result(dataclasses.replace(record, path=shown["path"], error=shown["error"]))
+        inner.add_done_callback(done)
+        out.add_done_callback(lambda f: f.cancelled() and inner.cancel())
+        return out
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record

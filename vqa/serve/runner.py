@@ -23,6 +23,7 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from vqa.errors import UsageError
+from vqa.files import shown_as
 from vqa.inputs import Input
 
 from . import engine
@@ -321,11 +322,9 @@ class Service:
 
 
 def named(record: dict[str, Any], path: str, name: str) -> dict[str, Any]:
-    """An upload's record shows the client's name, not the private file's path."""
-    record = dict(record, path=name)
-    if record.get("error") and record["error"].get("message"):
-        record["error"] = dict(record["error"], message=record["error"]["message"].replace(path, name))
-    return record
+    """An upload's record shows the client's name, not the private file's path (the rule of
+    ``Scorer.submit(data, name=...)``)."""
+    return shown_as(record, path, name)
 
 
 def _private_folder(parent: str, kind: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from vqa.files import create_private, display_name, write_all
+
 MAX_FILES = 10_000  # files in one request
-_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
 class TooLarge(Exception):
@@ -81,12 +80,6 @@ class Upload:
     name: str  # the client's file name, for the record
 
 
-def display_name(raw: bytes | str) -> str:
-    """The last component of the client's name, as text (undecodable bytes as surrogates)."""
-    text = raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
-    return re.split(r"[/\\]", text)[-1] or "upload"
-
-
 class _Files:
     def __init__(self, folder: str):
         self.folder = folder
@@ -97,16 +90,12 @@ class _Files:
     def open(self, name: str) -> None:
         if len(self.done) >= MAX_FILES:
             raise BadUpload(f"more than {MAX_FILES} files in one request")
-        match = _EXTENSION.search(name)
-        path = os.path.join(self.folder, f"{len(self.done):06d}{match.group(0).lower() if match else ''}")
-        self._fd = os.open(path, _FLAGS, 0o600)
+        self._fd, path = create_private(self.folder, f"{len(self.done):06d}", name)  # as Scorer.submit spools
         self._name = (path, name)
 
     def write(self, data: bytes) -> None:
         if self._fd is not None:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
+            write_all(self._fd, data)
 
     def close(self) -> None:
         if self._fd is not None and self._name is not None:
