@@ -77,6 +77,7 @@ def test_every_setting_is_a_flag_with_the_settings_own_default(tmp_path, monkeyp
     seen = []
     monkeypatch.setattr(serve_module, "serve", seen.append)
     monkeypatch.delenv("VQA_SERVE_TOKEN", raising=False)
+    monkeypatch.delenv("VQA_SERVE_CALLBACK_SECRET", raising=False)
     result = CliRunner().invoke(cli, ["serve", "--root", str(tmp_path), "--data", str(tmp_path / "d")])
     assert result.exit_code == 0, result.output
     assert seen == [ServeSettings(roots=[str(tmp_path)], data_dir=str(tmp_path / "d"))]

@@ -15,6 +15,7 @@ from vqa.cli.common import EXIT_USAGE, debug, fail, score_options
 from vqa.codes import ErrorCode
 from vqa.config import ScoreOptions
 from vqa.errors import VQAError
+from vqa.serve.callbacks import SECRET_ENV
 from vqa.serve.settings import TOKEN_ENV, ServeSettings, flag_fields
 
 
@@ -76,6 +77,7 @@ def serve(**values):
             value = list(value) if f.name == "roots" else tuple(value)
         given[f.name] = value * f.metadata["unit"] if f.metadata["unit"] != 1 else value
     given["token"] = given.get("token") or os.environ.get(TOKEN_ENV) or None
+    given["callback_secret"] = given.get("callback_secret") or os.environ.get(SECRET_ENV) or None
     settings = ServeSettings(**given, options=ScoreOptions(**values))
     try:
         run(settings)

@@ -48,6 +48,9 @@ class JobRequest(BaseModel):
     paths: list[str] = Field(..., min_length=1, description="Files and folders under the server's --root folders; "
                              "folders are walked recursively as `vqa score` walks them.")
     glob: list[str] = Field(default_factory=list, description="File-name patterns for folders (as --glob).")
+    callback_url: str | None = Field(None, description=(
+        "Called (POST of the job, signed: X-VQA-Signature: sha256=HMAC-SHA256 of the body) once the job is done; "
+        "retried with backoff. Its host must be one the server's --callback-host allows."))
 
 
 class Problem(Exception):
@@ -173,7 +176,7 @@ def create_app(service: Service) -> Guard:
             job = JobRequest.model_validate_json(body)
         except ValidationError as e:
             raise Problem(400, ErrorCode.E_USAGE, _body_problem(e)) from None
-        return _accepted(await run_in_threadpool(service.submit_paths, job.paths, job.glob))
+        return _accepted(await run_in_threadpool(service.submit_paths, job.paths, job.glob, job.callback_url))
 
     @app.get("/v1/jobs", summary="Every job the server holds, with its counts", response_model=JobList)
     def list_jobs():

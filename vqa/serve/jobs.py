@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS inputs (
     error TEXT,                  -- [code, message] when it failed before scoring
     PRIMARY KEY (job, seq)
 );
+CREATE TABLE IF NOT EXISTS callbacks (
+    job TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0  -- 1 once answered 2xx, or given up
+);
 CREATE TABLE IF NOT EXISTS records (
     job TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -107,7 +112,8 @@ class JobDB:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def add(self, job_id: str, kind: str, inputs: list[tuple[Input, str | None]]) -> None:
+    def add(self, job_id: str, kind: str, inputs: list[tuple[Input, str | None]], callback: str | None = None
+            ) -> None:
         rows = []
         for seq, (item, name) in enumerate(inputs):
             root = getattr(item.path, "root", None)
@@ -117,6 +123,21 @@ class JobDB:
             db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, NULL)",
                        (job_id, kind, QUEUED, len(inputs), time.time()))
             db.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
+            if callback is not None:
+                db.execute("INSERT INTO callbacks VALUES (?, ?, 0)", (job_id, callback))
+
+    def callback(self, job_id: str) -> str | None:
+        row = self._read().execute("SELECT url FROM callbacks WHERE job=? AND delivered=0", (job_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def undelivered(self) -> list[tuple[str, str]]:
+        """(job, url) of the done jobs whose callback has not been answered yet."""
+        return self._read().execute("SELECT c.job, c.url FROM callbacks c JOIN jobs j ON j.id=c.job "
+                                    "WHERE c.delivered=0 AND j.state=?", (DONE,)).fetchall()
+
+    def delivered(self, job_id: str) -> None:
+        with self._lock:
+            self._write.execute("UPDATE callbacks SET delivered=1 WHERE job=?", (job_id,))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -153,6 +174,7 @@ class JobDB:
             gone = db.execute("DELETE FROM jobs WHERE id=?", (job_id,)).rowcount
             db.execute("DELETE FROM inputs WHERE job=?", (job_id,))
             db.execute("DELETE FROM records WHERE job=?", (job_id,))
+            db.execute("DELETE FROM callbacks WHERE job=?", (job_id,))
         return bool(gone)
 
     # -- reads (any thread) ----------------------------------------------------------------
@@ -241,7 +263,7 @@ _MOVE_ASIDE = ("restore it from a backup, or move it aside (with any -wal and -s
                "again with no jobs")
 _COLUMNS = {"jobs": ["id", "kind", "state", "total", "created", "finished"],
             "inputs": ["job", "seq", "path", "root", "name", "error"],
-            "records": ["job", "seq", "status", "code", "record"]}
+            "records": ["job", "seq", "status", "code", "record"], "callbacks": ["job", "url", "delivered"]}
 
 
 def _check_schema(db: sqlite3.Connection) -> None:

@@ -30,6 +30,7 @@ from . import engine
 from .errors import Busy
 from .log import ServeLog
 from .jobs import DONE, QUEUED, RUNNING, JobDB
+from .callbacks import CallbackRule, Callbacks
 from .metrics import Metrics
 from .paths import Roots
 from .pools import Bounded
@@ -47,12 +48,18 @@ class Service:
         self.roots = Roots(settings.roots)
         self.metrics = Metrics()
         self.reports = Bounded(settings.report_workers, "vqa-serve-report", "reports")
+        self.callback_rule = CallbackRule(settings.callback_hosts, settings.callback_secret)
         self.data = settings.data_dir
         os.makedirs(self.data, mode=0o700, exist_ok=True)  # a folder given that exists keeps its mode
         os.makedirs(os.path.join(self.data, UPLOADS), mode=0o700, exist_ok=True)
         os.chmod(os.path.join(self.data, UPLOADS), 0o700)  # ours: private whatever the umask
         self.db = JobDB(os.path.join(self.data, JOBS_DB))
         self.db.requeue_running()
+        self.callbacks = Callbacks(self.callback_rule, self.log, self.db.delivered)
+        for job_id, url in self.db.undelivered():  # calls a stopped server had still to make
+            job = self.db.job(job_id)
+            if job is not None:
+                self.callbacks.add(url, job)
         self._lock = threading.RLock()  # reentrant: deleting a job releases its place under it
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -76,13 +83,16 @@ class Service:
 
     # -- requests (any thread) -------------------------------------------------------------
 
-    def submit_paths(self, paths: list[str], patterns: list[str] | None = None) -> dict[str, Any]:
+    def submit_paths(self, paths: list[str], patterns: list[str] | None = None,
+                     callback_url: str | None = None) -> dict[str, Any]:
+        if callback_url is not None:
+            self.callback_rule.check(callback_url)  # 400 before a place is taken
         self.admit_job()
         try:
             inputs = self.roots.resolve(paths, patterns=patterns, limit=self.settings.max_inputs)  # 403, 413
             if not inputs:  # as vqa score: E_USAGE, not an empty job
                 raise UsageError("no video files to score in the paths given")
-            return self._add(inputs=[(i, None) for i in inputs], kind="paths")
+            return self._add(inputs=[(i, None) for i in inputs], kind="paths", callback=callback_url)
         except BaseException:
             self.release_job()
             raise
@@ -95,14 +105,14 @@ class Service:
         ``admit_job``."""
         return self._add(inputs=[(Input(u.path), u.name) for u in uploads], kind="upload", folder=folder)
 
-    def _add(self, *, inputs, kind: str, folder: str | None = None) -> dict[str, Any]:
+    def _add(self, *, inputs, kind: str, folder: str | None = None, callback: str | None = None) -> dict[str, Any]:
         job_id = secrets.token_hex(12)
         if folder is not None:
             base = os.path.join(os.path.dirname(folder), JOB_PREFIX + job_id)
             os.rename(folder, base)
             inputs = [(Input(os.path.join(base, os.path.basename(i.path))), name) for i, name in inputs]
         try:
-            self.db.add(job_id, kind, inputs)
+            self.db.add(job_id, kind, inputs, callback)
         except BaseException:
             if folder is not None:  # renamed: the caller's cleanup knows only the old name
                 shutil.rmtree(base, ignore_errors=True)
@@ -280,6 +290,9 @@ class Service:
             done = self.db.job(job_id) or job
             self.log.event("job", job=job_id, state="finished", total=done["total"], ok=done.get("ok"),
                            failed=done.get("failed"), seconds=round(time.monotonic() - started, 3))
+            callback = self.db.callback(job_id)
+            if callback is not None:
+                self.callbacks.add(callback, done)
             self.release_job(0)
             shutil.rmtree(os.path.join(self.data, UPLOADS, JOB_PREFIX + job_id), ignore_errors=True)
         else:
@@ -318,6 +331,7 @@ class Service:
         finally:
             self._thread.join()
             self.reports.close()
+            self.callbacks.close()
             self.db.close()  # checkpointed: jobs.db alone is then the whole store
 
 

@@ -80,6 +80,12 @@ class ServeSettings:
         "progress). 0: the open-file limit less a reserve."))
     drain_timeout_s: float = _flag(30.0, "--drain-timeout", kind="float", minimum=0, help=(
         "On SIGTERM: seconds the videos in flight may take to finish and be stored."))
+    callback_hosts: tuple[str, ...] = _flag((), "--callback-host", kind="many", help=(
+        "A host (or host:port) a job's callback_url may name (repeatable); none: no callbacks. A loopback or "
+        "link-local address is called only when named itself, never through a name that resolves to one."))
+    callback_secret: str | None = _flag(None, "--callback-secret", kind="str", help=(
+        "The key callbacks are signed with (HMAC-SHA256, X-VQA-Signature) (default: the "
+        "VQA_SERVE_CALLBACK_SECRET environment variable)."))
     log_format: str = _flag("text", "--log-format", kind="choice", choices=LOG_FORMATS, help=(
         "The log on stderr: text lines, or one JSON object a line for a log shipper."))
     options: ScoreOptions = field(default_factory=ScoreOptions)  # what the server's one Scorer runs with
