@@ -26,10 +26,12 @@ from vqa.jobstore import JobStore
 Observe = Callable[[float], None]  # told each video's seconds from submit to record
 
 
-def open_engine(options: ScoreOptions):
-    """The server's Scorer; raises VQAError (UsageError, ModelError, ...) as ``vqa score`` would."""
+def open_engine(options: ScoreOptions, engine: str = "local", actors_per_node: int | None = None):
+    """The server's Scorer (``engine="ray"``: a RayScorer, this process its driver); raises
+    VQAError (UsageError, ModelError, BackendUnavailable, ...) as ``vqa score`` would."""
     from vqa.engines import open_scorer
-    return open_scorer(options)
+    extra = {} if actors_per_node is None else {"actors_per_node": actors_per_node}
+    return open_scorer(options, engine=engine, **extra)
 
 
 def check_results(path: str) -> None:

@@ -74,7 +74,7 @@ class Service:
         try:
             self._clean_uploads()
             engine.check_results(os.path.join(self.data, RESULTS_DB))
-            self.scorer = engine.open_engine(settings.options)
+            self.scorer = engine.open_engine(settings.options, settings.engine, settings.actors_per_node)
         except BaseException:
             self.db.close()
             raise
@@ -210,7 +210,8 @@ class Service:
         model = getattr(self.scorer, "model", None) or {}
         options = self.settings.options
         return {"model": model.get("name", "?") if isinstance(model, dict) else str(model),
-                "backend": options.backend, "workers": self.scorer.workers, "roots": len(self.roots.given),
+                "backend": options.backend, "engine": self.settings.engine, "workers": self.scorer.workers,
+                "roots": len(self.roots.given),
                 "token": self.settings.token is not None}
 
     def health(self) -> dict[str, Any]:

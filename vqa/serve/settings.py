@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from vqa.config import ScoreOptions
+from vqa.config import ENGINES, ScoreOptions
 from vqa.errors import UsageError
 from vqa.files import inside
 
@@ -86,6 +86,12 @@ class ServeSettings:
     callback_secret: str | None = _flag(None, "--callback-secret", kind="str", help=(
         "The key callbacks are signed with (HMAC-SHA256, X-VQA-Signature) (default: the "
         "VQA_SERVE_CALLBACK_SECRET environment variable)."))
+    engine: str = _flag("local", "--engine", kind="choice", choices=ENGINES, help=(
+        "local: this machine. ray: the server is a Ray driver, videos go to actors on the cluster's nodes "
+        "(RAY_ADDRESS=auto joins the one `ray start` made; none: a local one is started); the job store, "
+        "restart and exactly-once stay the server's. Needs: pip install 'vqa[ray]'"))
+    actors_per_node: int | None = _flag(None, "--actors-per-node", minimum=1, help=(
+        "With --engine ray: actors on each node, sharing its CPUs (default 1)."))
     log_format: str = _flag("text", "--log-format", kind="choice", choices=LOG_FORMATS, help=(
         "The log on stderr: text lines, or one JSON object a line for a log shipper."))
     options: ScoreOptions = field(default_factory=ScoreOptions)  # what the server's one Scorer runs with
@@ -115,6 +121,10 @@ class ServeSettings:
         if not self.header_timeout_s > 0 or self.report_workers < 1 or self.max_connections < 0:
             raise UsageError("header-timeout must be over 0 seconds, report-workers at least 1, "
                              "max-connections at least 0")
+        if self.engine not in ENGINES:
+            raise UsageError(f"engine must be one of {', '.join(ENGINES)}")
+        if self.actors_per_node is not None and self.engine != "ray":
+            raise UsageError("--actors-per-node needs --engine ray")
         if self.log_format not in LOG_FORMATS:
             raise UsageError(f"log-format must be one of {', '.join(LOG_FORMATS)}")
         return self
