@@ -92,3 +92,33 @@ def test_a_ray_server_scores_each_video_once_through_an_actor_killed_mid_job(clu
         with open(os.environ["VQA_SERVE_LOAD_OUT"], "a") as f:
             f.write(json.dumps(result) + "\n")
     assert "engine=ray" in log and "Traceback" not in log, log
+
+
+def test_a_ray_server_killed_mid_job_carries_on_after_a_restart_each_video_once(cluster, root, tmp_path,
+                                                                                monkeypatch):
+    import sqlite3
+
+    def stored() -> dict[bytes, float]:
+        with sqlite3.connect(tmp_path / "data" / "results.vqa.db") as db:
+            return dict(db.execute("SELECT path, scored_at FROM results"))
+
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    server = Server(root, tmp_path / "data", "--engine", "ray", "--frames", "all").start()
+    try:
+        with server.client() as client:
+            job = client.post("/v1/jobs", json={"paths": ["."]}).json()["id"]
+            assert wait_until(lambda: client.get(f"/v1/jobs/{job}", params={"records": "false"}).json()["done"]
+                              >= 2, 180, poll_s=0.1)
+        assert server.kill(signal.SIGKILL) == -signal.SIGKILL
+        before = stored()
+        assert 0 < len(before) < CLIPS, "the kill did not land mid-job"
+        server.start()  # the same data folder: the job carries on, on new actors
+        with server.client() as client:
+            records = wait_job(client, job)["records"]
+    finally:
+        server.stop()
+    assert [os.path.basename(r["path"]) for r in records] == sorted(os.listdir(root))  # each exactly once
+    assert all(r["status"] == "ok" for r in records)
+    after = stored()
+    assert len(after) == CLIPS and all(after[p] == t for p, t in before.items())  # none scored twice
