@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 import threading
+import traceback
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -55,10 +56,10 @@ class ServeLog:
 
         class Handler(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
-                text = record.getMessage()
-                if record.exc_info and record.exc_info[1] is not None:
-                    text += f": {type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
-                log.event("log", text, level=record.levelname.lower(), logger=record.name)
+                extra = {}
+                if record.exc_info and record.exc_info[1] is not None:  # a bug: its traceback is for the report
+                    extra["traceback"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+                log.event("log", record.getMessage(), level=record.levelname.lower(), logger=record.name, **extra)
         return Handler()
 
 
