@@ -99,7 +99,7 @@ def create_app(service: Service) -> Guard:
                               "`vqa score`. Every route but /healthz and the docs needs `Authorization: Bearer "
                               "TOKEN` when the server has a token. Every error is `{\"error\": {\"code\", "
                               "\"message\"}}` with a stable code.")
-    tailor(app, token=settings.token is not None)
+    tailor(app, token=settings.token is not None, callback_pattern=service.callback_rule.url_pattern())
     add_docs(app)
 
     @app.exception_handler(Problem)
@@ -133,6 +133,17 @@ def create_app(service: Service) -> Guard:
         if exc.status_code == 405:  # Starlette names only the first route's methods; a path may have several
             headers["Allow"] = _allowed(app.routes, request.url.path)
         return _error(exc.status_code, code, str(exc.detail), headers)
+
+    async def no_space(_request, exc: Exception):
+        """A full disk is the operator's to fix, not a bug: 507, and the connection is kept
+        (handled here, not as an internal error, which uvicorn answers by closing it)."""
+        if not _no_space(exc):
+            raise exc  # an internal error after all: 500 below, its traceback in the log
+        return _error(507, ErrorCode.E_NO_SPACE, "the server's data disk is full: nothing was kept of this "
+                      "request; retry once the operator has made room")
+
+    app.add_exception_handler(OSError, no_space)
+    app.add_exception_handler(sqlite3.Error, no_space)
 
     @app.exception_handler(Exception)
     async def internal(_request, exc: Exception):  # the traceback still goes to the log

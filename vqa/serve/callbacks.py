@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 import socket
 import threading
 import time
@@ -50,6 +51,18 @@ class CallbackRule:
     def __init__(self, allowed: Iterable[str], secret: str | None):
         self.allowed = {a.strip().lower() for a in allowed if a.strip()}
         self.secret = secret
+
+    def url_pattern(self) -> str | None:
+        """A regular expression of the URLs ``check`` takes (for the OpenAPI document), or
+        None when this server takes no callback_url at all."""
+        if not self.secret or not self.allowed:
+            return None
+        hosts = []
+        for entry in sorted(self.allowed):
+            host, sep, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+            host = f"[{host}]" if ":" in host else host
+            hosts.append(re.escape(host) + (f":{port}" if sep else "(?::[0-9]+)?"))
+        return f"^https?://(?:{'|'.join(hosts)})(?:[/?#].*)?$"
 
     def _entry(self, host: str, port: int | None) -> str | None:
         for entry in (f"{host}:{port}" if port is not None else None, host):

@@ -150,11 +150,14 @@ class Service:
         job = self.job(job_id)
         if job is None:
             return False
-        with self._lock:  # the jobs thread takes its next job under this lock too
+        with self._lock:  # the jobs thread takes its next job, and lets it go, under this lock too
             if self.current == job_id:
                 self._cancelled.add(job_id)
             else:
-                self._forget(job_id, job)
+                now = self.db.job(job_id)  # its state now: it may have finished since
+                if now is None:
+                    return False
+                self._forget(job_id, now)
         return True
 
     def _forget(self, job_id: str, job: dict[str, Any]) -> None:
@@ -252,6 +255,11 @@ class Service:
             finally:
                 with self._lock:
                     self.current = None
+                    if queued[0] in self._cancelled:  # deleted as it finished: forgotten now
+                        finished = self.db.job(queued[0])
+                        if finished is not None:
+                            self._forget(queued[0], finished)
+                        self._cancelled.discard(queued[0])
 
     def _run(self, job_id: str) -> None:
         job = self.db.job(job_id)
@@ -284,8 +292,9 @@ class Service:
             except CancelledError:  # stopped: the videos in flight are stored, the rest wait
                 pass
         if job_id in self._cancelled:
-            self._cancelled.discard(job_id)
-            self._forget(job_id, {**job, "state": RUNNING})
+            with self._lock:  # forgotten before it is visible again (job() hides it until then)
+                self._forget(job_id, {**job, "state": RUNNING})
+                self._cancelled.discard(job_id)
         elif not self.db.pending(job_id):
             self.db.set_state(job_id, DONE)
             done = self.db.job(job_id) or job

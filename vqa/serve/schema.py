@@ -96,7 +96,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
                      + ", ".join(f"`{c.value}`" for c in STATUSES[status][1])} for status in statuses}
 
 
-def tailor(app, *, token: bool) -> None:
+def tailor(app, *, token: bool, callback_pattern: str | None = None) -> None:
     """Make ``app.openapi()`` the document of this server: FastAPI's 422 (never answered)
     out, the guard's statuses (401 with a token, 403 E_ORIGIN without) and the bearer scheme in."""
     def openapi() -> dict[str, Any]:
@@ -122,6 +122,7 @@ def tailor(app, *, token: bool) -> None:
                         entry["description"] += " " + value["description"]
                 if token:
                     operation["security"] = [{"bearer": []}]
+        _callback_url(doc, callback_pattern)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         for unused in ("HTTPValidationError", "ValidationError"):
             schemas.pop(unused, None)
@@ -132,6 +133,21 @@ def tailor(app, *, token: bool) -> None:
         return doc
 
     app.openapi = openapi
+
+
+def _callback_url(doc: dict[str, Any], pattern: str | None) -> None:
+    """A job's callback_url as this server takes it: the URLs of its allowed hosts, or (none
+    allowed) no such field, so the document promises only what is answered 202."""
+    body = doc.get("paths", {}).get("/v1/jobs", {}).get("post", {}).get("requestBody", {})
+    schema = body.get("content", {}).get("application/json", {}).get("schema", {})
+    properties = schema.get("properties", {})
+    if "callback_url" not in properties:
+        return
+    if pattern is None:
+        del properties["callback_url"]
+    else:
+        properties["callback_url"] = {"anyOf": [{"type": "string", "pattern": pattern}, {"type": "null"}],
+                                      "default": None, "description": properties["callback_url"].get("description")}
 
 
 def add_docs(app) -> None:
