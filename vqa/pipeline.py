@@ -9,11 +9,9 @@ threads and with asyncio: ``submit`` returns a ``concurrent.futures.Future``, an
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import functools
 import itertools
 import os
-import shutil
 import threading
 import warnings
 from collections import Counter, OrderedDict, deque
@@ -25,13 +23,14 @@ from .config import ScoreOptions
 from .engine.base import Engine
 from .engine.local import LocalEngine
 from .engine.pool import PoolEngine
+from .engine.processes import process_alive
 from .engine.worker import guard_spawned_import
 from .infer import Inferencer, model_files, open_inferencer
 from .lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
                         refuse_when_exiting)
-from .files import shown_as, spool
 from .inputs import path_arg, resolved_here
 from .model import load_model_spec
+from .spool import submit_spooled
 from .types import VideoScore
 
 LOOKAHEAD_PER_WORKER = 4  # score_many keeps this many requests per worker ahead of its output
@@ -146,7 +145,7 @@ class Scorer:
         """
         self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
         if name is not None:
-            return self._submit_content(path, name, split)
+            return submit_spooled(self.submit, path, name, split)
         path = path_arg(path)
         # Relative to the caller's current folder now, not the one the workers were started in;
         # the record keeps the path as given.
@@ -160,33 +159,6 @@ class Scorer:
             if self._engine is None:  # start afresh; one that failed to start is tried again here
                 self._engine = self._new_engine(self.inferencer)
             return self._engine.submit(opened, split, shown=path)  # quick: a queue put and a wake-up
-
-    def _submit_content(self, data: Any, name: str, split: bool) -> Future:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, not {type(name).__name__}")
-        if not isinstance(data, (bytes, bytearray, memoryview)) and not callable(getattr(data, "read", None)):
-            raise TypeError(f"with name=, the video must be bytes or a binary file object, not {type(data).__name__}")
-        spooled = spool(data, name)
-        try:
-            inner = self.submit(spooled, split=split)
-        except BaseException:
-            shutil.rmtree(os.path.dirname(spooled), ignore_errors=True)
-            raise
-        out: Future = Future()
-
-        def done(f: Future) -> None:
-            shutil.rmtree(os.path.dirname(spooled), ignore_errors=True)
-            if f.cancelled():
-                out.cancel()
-            elif f.exception() is not None:
-                out.set_exception(f.exception())
-            else:
-                record = f.result()
-                shown = shown_as({"path": record.path, "error": record.error}, spooled, name)
-                out.set_result(dataclasses.replace(record, path=shown["path"], error=shown["error"]))
-        inner.add_done_callback(done)
-        out.add_done_callback(lambda f: f.cancelled() and inner.cancel())
-        return out
 
     def score(self, path: PathArg) -> VideoScore:
         """Score one video and return its record. A video that cannot be scored gives a record
@@ -254,16 +226,12 @@ class Scorer:
     def health(self) -> dict[str, Any]:
         """Whether this Scorer can score now, for a health probe: ``ok`` when the model is
         loaded, the Scorer is open, its engine has not failed and every decode worker is alive
-        (with ``workers=0`` none are needed); ``error`` says how the engine failed, if it did.
-
-        >>> Scorer(workers=0).health()                      # doctest: +SKIP
-        {'ok': True, 'model_loaded': True, 'workers': 0, 'workers_alive': 0}
-        """
+        (with ``workers=0`` none are needed); ``error`` says how the engine failed, if it did."""
         engine = self._engine
         broken = getattr(engine, "broken", None)
         pool = getattr(engine, "pool", None)
         pids = list(pool.pids) if pool is not None else []
-        alive = sum(1 for pid in pids if _process_alive(pid))
+        alive = sum(1 for pid in pids if process_alive(pid))
         model = self.inferencer is not None
         nvdec = self.resolved.nvdec_workers
         return {"ok": model and broken is None and alive == len(pids) and not self._closed, "model_loaded": model,
@@ -347,20 +315,6 @@ _defaults_lock = threading.Lock()
 
 def _new_record(model: dict, config: dict, path: str) -> VideoScore:
     return VideoScore(path=path, status="error", model=dict(model), config=dict(config))
-
-
-def _process_alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
 
 
 def _forget_defaults_in_child() -> None:

@@ -1,15 +1,14 @@
 """The HTTP face of the service (FastAPI): routes, the bearer token, limits and error bodies.
 
 Every error is JSON ``{"error": {"code": "E_...", "message": ...}}`` with a stable code:
-``E_USAGE`` 400 (also a bad query parameter), ``E_AUTH`` 401, ``E_BAD_PATH`` 403, ``E_NO_JOB``
-and ``E_NO_ROUTE`` 404, ``E_METHOD`` 405, ``E_SLOW_BODY`` 408, ``E_TOO_LARGE`` 413, ``E_BUSY``
-429 (with ``Retry-After``; also while the server stops), ``E_INTERNAL`` 500. Every JSON answer
-is ASCII (``AsciiJSON``).
+``E_USAGE`` 400 (also a bad query parameter), ``E_AUTH`` 401, ``E_BAD_PATH`` and ``E_ORIGIN``
+403, ``E_NO_JOB`` and ``E_NO_ROUTE`` 404, ``E_METHOD`` 405, ``E_SLOW_BODY`` 408, ``E_TOO_LARGE``
+413, ``E_BUSY`` 429 (with ``Retry-After``; 503 for a body still arriving at a stop),
+``E_INTERNAL`` 500, ``E_NO_SPACE`` 507. Every JSON answer is ASCII (``AsciiJSON``).
 """
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import shutil
 import sqlite3
@@ -21,7 +20,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -30,9 +29,10 @@ from vqa.errors import VQAError
 
 from . import metrics as metrics_text
 from .guard import Guard, HostRule
-from .schema import Accepted, Deleted, Health, JobList, JobWithRecords, add_docs, errors, tailor
+from .schema import (JOB_BODY, UPLOAD_BODY, Accepted, Deleted, Health, JobList, JobRequest, JobWithRecords,
+                     add_docs, errors, tailor)
 from .jobs import DONE
-from .errors import Busy
+from .errors import Busy, no_space_error
 from .runner import ONE_PREFIX, JOB_PREFIX, Service
 from .uploads import BadUpload, SlowBody, Stopped, TooLarge, paced, receive
 
@@ -40,17 +40,6 @@ DRAIN_REFUSED_BYTES = 8 << 20  # a refused upload this small is read to its end,
 POLL_S = 0.05  # how often a follow reader looks for new records
 SQLITE_MAX = 2 ** 63 - 1  # the largest index SQLite compares with; past it, an OverflowError mid-stream
 VQA_STATUS: dict[str, int] = {ErrorCode.E_BAD_PATH: 403, ErrorCode.E_TOO_LARGE: 413}  # a VQAError's status; else 400
-
-
-class JobRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a typo ("globs") is refused, never silently ignored
-
-    paths: list[str] = Field(..., min_length=1, description="Files and folders under the server's --root folders; "
-                             "folders are walked recursively as `vqa score` walks them.")
-    glob: list[str] = Field(default_factory=list, description="File-name patterns for folders (as --glob).")
-    callback_url: str | None = Field(None, description=(
-        "Called (POST of the job, signed: X-VQA-Signature: sha256=HMAC-SHA256 of the body) once the job is done; "
-        "retried with backoff. Its host must be one the server's --callback-host allows."))
 
 
 class Problem(Exception):
@@ -70,18 +59,6 @@ class AsciiJSON(JSONResponse):
 
 def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return AsciiJSON({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
-
-
-_UPLOAD_BODY = {"parameters": [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
-                                "description": "A raw body's file name, for its record"}],
-                "requestBody": {"required": True, "content": {
-    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-        "file": {"type": "string", "format": "binary"}}}},
-    "application/octet-stream": {"schema": {"type": "string", "format": "binary", "minLength": 1}}}}}
-_JOB_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": JobRequest.model_json_schema()},
-    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-        "file": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"}}}}}}}}
 
 
 def create_app(service: Service) -> Guard:
@@ -137,7 +114,7 @@ def create_app(service: Service) -> Guard:
     async def no_space(_request, exc: Exception):
         """A full disk is the operator's to fix, not a bug: 507, and the connection is kept
         (handled here, not as an internal error, which uvicorn answers by closing it)."""
-        if not _no_space(exc):
+        if not no_space_error(exc):
             raise exc  # an internal error after all: 500 below, its traceback in the log
         return _error(507, ErrorCode.E_NO_SPACE, "the server's data disk is full: nothing was kept of this "
                       "request; retry once the operator has made room")
@@ -147,7 +124,7 @@ def create_app(service: Service) -> Guard:
 
     @app.exception_handler(Exception)
     async def internal(_request, exc: Exception):  # the traceback still goes to the log
-        if _no_space(exc):
+        if no_space_error(exc):
             return _error(507, ErrorCode.E_NO_SPACE, "the server's data disk is full: nothing was kept of this "
                           "request; retry once the operator has made room")
         return _error(500, ErrorCode.E_INTERNAL, "an internal error: please report it (the server's log says more)")
@@ -163,7 +140,7 @@ def create_app(service: Service) -> Guard:
     async def metrics():
         return Response(service.metrics.text(service.gauges()), media_type=metrics_text.CONTENT_TYPE)
 
-    @app.post("/v1/jobs", status_code=202, openapi_extra=_JOB_BODY, response_model=Accepted,
+    @app.post("/v1/jobs", status_code=202, openapi_extra=JOB_BODY, response_model=Accepted,
               responses={202: {"headers": {"Location": {"description": "The job's URL", "schema": {
                   "type": "string"}}}}, **errors(400, 403, 408, 413, 429, 503, 507)},
               summary="Queue a job: JSON {\"paths\": [...]} under --root, or uploaded files (multipart)")
@@ -240,7 +217,7 @@ def create_app(service: Service) -> Guard:
             raise Problem(404, ErrorCode.E_NO_JOB, f"no job {job_id}")
         return AsciiJSON({"id": job_id, "deleted": True})
 
-    @app.post("/v1/score", openapi_extra=_UPLOAD_BODY, response_model=dict[str, Any],
+    @app.post("/v1/score", openapi_extra=UPLOAD_BODY, response_model=dict[str, Any],
               responses={200: {"description": "The video's record (the output contract of `vqa score`)"},
                          **errors(400, 408, 413, 429, 503, 507)},
               summary="Score one uploaded video and return its record (multipart `file`, or a raw body with ?name=)")
@@ -277,7 +254,7 @@ def create_app(service: Service) -> Guard:
             return folder, await _receive(request, body, folder, settings.max_upload_bytes)
         except BaseException as e:
             shutil.rmtree(folder, ignore_errors=True)
-            if isinstance(e, Exception) and _no_space(e):
+            if isinstance(e, Exception) and no_space_error(e):
                 await _discard(request, body)  # read to its end when small, so the client hears 507
             raise
 
@@ -289,22 +266,6 @@ def create_app(service: Service) -> Guard:
 
     return Guard(app, token=settings.token, hosts=HostRule(settings.host, settings.allow_hosts),
                  metrics=service.metrics, log=service.log, error=_error)
-
-
-_NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # EFBIG: a file-size limit, a disk full for this file
-
-
-def _no_space(exc: BaseException | None) -> bool:
-    """A full disk anywhere in ``exc``'s chain: an OSError's errno, or SQLite's SQLITE_FULL."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
-            return True
-        if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-                                               or "disk is full" in str(exc)):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
 
 
 def _accepted(job: dict[str, Any]) -> JSONResponse:

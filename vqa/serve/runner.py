@@ -23,7 +23,7 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from vqa.errors import UsageError
-from vqa.files import shown_as
+from vqa.spool import shown_as
 from vqa.inputs import Input
 
 from . import engine

@@ -22,6 +22,29 @@ ASSETS = "/docs-assets"
 DOC_PATHS = ("/docs", "/redoc", "/openapi.json")
 
 
+class JobRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo ("globs") is refused, never silently ignored
+
+    paths: list[str] = Field(..., min_length=1, description="Files and folders under the server's --root folders; "
+                             "folders are walked recursively as `vqa score` walks them.")
+    glob: list[str] = Field(default_factory=list, description="File-name patterns for folders (as --glob).")
+    callback_url: str | None = Field(None, description=(
+        "Called (POST of the job, signed: X-VQA-Signature: sha256=HMAC-SHA256 of the body) once the job is done; "
+        "retried with backoff. Its host must be one the server's --callback-host allows."))
+
+
+UPLOAD_BODY = {"parameters": [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
+                                "description": "A raw body's file name, for its record"}],
+                "requestBody": {"required": True, "content": {
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+        "file": {"type": "string", "format": "binary"}}}},
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary", "minLength": 1}}}}}
+JOB_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": JobRequest.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+        "file": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"}}}}}}}}
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(description="A stable code (vqa.codes.ErrorCode)", examples=["E_USAGE"])
     message: str

@@ -18,7 +18,7 @@ from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from vqa.files import create_private, display_name, write_all
+from vqa.spool import create_private, display_name, write_all
 
 MAX_FILES = 10_000  # files in one request
 
