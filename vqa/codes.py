@@ -83,7 +83,12 @@ class ErrorCode(_Code):
                    "its place and partial files are given back (408)", False)
     E_TOO_LARGE = ("E_TOO_LARGE", "the request body is over the server's limit, or a job's inputs over `--max-inputs` "
                    "(413)", False)
-    E_BUSY = "E_BUSY", "the server's queue is full, or it is stopping: retry after Retry-After seconds (429)", False
+    E_BUSY = ("E_BUSY", "the server's queue is full (429), or it is stopping (429 before a body, 503 while one "
+              "arrives): retry after Retry-After seconds", False)
+    E_ORIGIN = ("E_ORIGIN", "a server without a token was called with a Host or an Origin that is not its own (DNS "
+                "rebinding, a cross-site page); `--allow-host` adds names (403)", False)
+    E_NO_SPACE = ("E_NO_SPACE", "the server's data disk is full (or a file may grow no further): nothing was "
+                  "queued; retry once there is room (507)", False)
 
 
 class WarningCode(_Code):

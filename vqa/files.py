@@ -159,3 +159,4 @@ def fingerprint(fd: int, size_bytes: int) -> str:
         tail = max(FINGERPRINT_CHUNK, size_bytes - FINGERPRINT_CHUNK)
         h.update(os.pread(fd, FINGERPRINT_CHUNK, tail))
     return h.hexdigest()[:32]
+

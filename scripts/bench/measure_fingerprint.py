@@ -1,13 +1,13 @@
 """What the content fingerprint costs a 10,000-file job (README figures).
 
-    PYTHONPATH=tests python scripts/bench/measure_fingerprint.py FOLDER [--files 10000] [--mib 1]
+    PYTHONPATH=. python scripts/bench/measure_fingerprint.py FOLDER [--files 10000] [--mib 1]
 
 Fills FOLDER with ``--files`` files of ``--mib`` MiB (distinct heads and tails), then times the
 identity of every file as the job store takes it: ``os.stat`` alone (the old identity) and
 ``Identity.of`` (stat, open, two 256 KiB reads, a hash). Then the resume pass of a whole job
 through the command, every file already in the store, with the scorer faked. Run it as root
 to also time a cold page cache (it writes /proc/sys/vm/drop_caches). The faked scorer is the
-tests' (``tests/fakes.py``): PYTHONPATH names its folder.
+tests' (``tests/support/fakes.py``): PYTHONPATH names the checkout.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from vqa.jobstore import Identity
 JOB = """
 import sys
 import vqa.cli
-from fakes import FakeScorer
+from tests.support.fakes import FakeScorer
 vqa.cli.score._make_scorer = FakeScorer
 vqa.cli.main(sys.argv[1:])
 """

@@ -1,8 +1,8 @@
 """Time and peak memory of `vqa score` on each hostile file, one run per file (README figures).
 
-    PYTHONPATH=tests python scripts/bench/measure_hostile.py [--workers 1] [NAME ...]
+    PYTHONPATH=. python scripts/bench/measure_hostile.py [--workers 1] [NAME ...]
 
-Makes the cases of hostile.py and hostile_streams.py in a temporary folder, scores each one alone
+Makes the cases of tests/support/malformed_media.py and lying_streams.py in a temporary folder, scores each one alone
 through the command, and prints wall time, frames decoded, the parent's peak RSS and the
 decode worker's peak RSS (psutil, sampled every 20 ms). Needs psutil.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-import hostile
-import hostile_streams
+from tests.support import lying_streams as hostile_streams
+from tests.support import malformed_media as hostile
 
 
 def measure(path: str, workers: int, out: Path) -> dict:

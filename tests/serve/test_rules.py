@@ -235,7 +235,7 @@ def test_a_body_that_stops_arriving_is_cut_off(tmp_path):
 
 
 def test_the_bearer_scheme_is_case_insensitive():
-    from vqa.serve.app import _authorized
+    from vqa.serve.guard import _authorized
 
     for header in (b"Bearer t0k", b"bearer t0k", b"BEARER  t0k"):
         assert _authorized(header, b"t0k"), header

@@ -26,8 +26,10 @@ def free_port() -> int:
 class Server:
     """``vqa serve`` with ``args``; ``start()`` returns once /healthz answers 200."""
 
-    def __init__(self, root: Path, data: Path, *args: str, token: str | None = None):
-        self.root, self.data, self.args, self.token = root, data, list(args), token
+    def __init__(self, root: Path, data: Path, *args: str, token: str | None = None,
+                 limits: dict[int, tuple[int, int]] | None = None):
+        """``limits``: resource limits of the server process (``resource.RLIMIT_*`` -> (soft, hard))."""
+        self.root, self.data, self.args, self.token, self.limits = root, data, list(args), token, limits or {}
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -50,11 +52,17 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vqa.cli", "serve", "--root", str(self.root), "--data", str(self.data),
              "--port", str(self.port), "--workers", "1", "--threads", "1", *self.args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(self.data.parent))
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(self.data.parent),
+            preexec_fn=self._limit if self.limits else None)
         if not wait_until(lambda: self.proc.poll() is not None or self._healthy(), START_S, poll_s=0.1) \
                 or self.proc.poll() is not None:
             raise AssertionError(f"vqa serve did not start (status {self.proc.poll()}):\n{self.log()}")
         return self
+
+    def _limit(self) -> None:
+        import resource
+        for which, pair in self.limits.items():
+            resource.setrlimit(which, pair)
 
     def __enter__(self) -> Server:
         """Started; stopped on the way out, also when it failed to start."""

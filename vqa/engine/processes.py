@@ -355,3 +355,18 @@ class WorkerPool:
                 w.process.join()
             w.conn.close()
         self._workers.clear()
+
+
+def process_alive(pid: int | None) -> bool:
+    """A process that exists and is no zombie (for health probes)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False

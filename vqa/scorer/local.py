@@ -23,12 +23,14 @@ from ..config import ScoreOptions
 from ..engine.base import Engine
 from ..engine.local import LocalEngine
 from ..engine.pool import PoolEngine
+from ..engine.processes import process_alive
 from ..engine.worker import guard_spawned_import
 from ..infer import Inferencer, model_files, open_inferencer
 from ..lifecycle import (Owner, keep_standard_descriptors, mark_exiting, on_engine_thread, refuse_on_engine_thread,
                         refuse_when_exiting)
 from ..inputs import path_arg, resolved_here
 from ..model import load_model_spec
+from ..spool import submit_spooled
 from ..types import VideoScore
 
 LOOKAHEAD_PER_WORKER = 4  # score_many keeps this many requests per worker ahead of its output
@@ -123,15 +125,27 @@ class Scorer:
 
     # -- scoring -------------------------------------------------------------------------
 
-    def submit(self, path: PathArg, *, split: bool = False) -> Future:
+    def submit(self, path: PathArg | Any, *, split: bool = False, name: str | None = None) -> Future:
         """Start scoring one video; the Future's result is its ``VideoScore``. Any thread may
         call it, any number of times: the videos share this Scorer's workers and model, and
         each Future gets its own video's record. ``future.cancel()`` stops the video's work
         (with ``workers=0``, only before it starts: a decoder in this process cannot be stopped).
         ``split=True`` spreads the video over every worker, for the lowest latency when it is
         scored alone (``score`` does that); by default one worker reads it, which keeps the
-        cores busiest when many videos are in flight."""
+        cores busiest when many videos are in flight.
+
+        With ``name``, the first argument is the video itself, not its path: ``bytes`` (or any
+        bytes-like object) or a binary file object, read to its end now (an upload held in
+        memory, an object-store body). It is spooled to a private file (mode 0600, in a folder
+        of mode 0700 under the temporary folder), scored exactly as a path is, with the same
+        checks and limits, and deleted once scored; the record's ``path`` is ``name``.
+
+        >>> scorer.submit(body_bytes, name="clip.mp4").result().path    # doctest: +SKIP
+        'clip.mp4'
+        """
         self._lifecycle.check()  # a forked child: a clear error now, not a wait for a thread it lacks
+        if name is not None:
+            return submit_spooled(self.submit, path, name, split)
         path = path_arg(path)
         # Relative to the caller's current folder now, not the one the workers were started in;
         # the record keeps the path as given.
@@ -208,6 +222,22 @@ class Scorer:
 
     def _new_record(self, path: str) -> VideoScore:
         return _new_record(self.model, dict(self.config), path)
+
+    def health(self) -> dict[str, Any]:
+        """Whether this Scorer can score now, for a health probe: ``ok`` when the model is
+        loaded, the Scorer is open, its engine has not failed and every decode worker is alive
+        (with ``workers=0`` none are needed); ``error`` says how the engine failed, if it did."""
+        engine = self._engine
+        broken = getattr(engine, "broken", None)
+        pool = getattr(engine, "pool", None)
+        pids = list(pool.pids) if pool is not None else []
+        alive = sum(1 for pid in pids if process_alive(pid))
+        model = self.inferencer is not None
+        nvdec = self.resolved.nvdec_workers
+        return {"ok": model and broken is None and alive == len(pids) and not self._closed, "model_loaded": model,
+                "workers": self.workers, "workers_alive": alive,
+                **({"nvdec_workers": nvdec} if nvdec else {}),  # counted in workers_alive too
+                **({"error": repr(broken)} if broken is not None else {})}
 
     # -- the engine's parts, for tests and tools -----------------------------------------
 

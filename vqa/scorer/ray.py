@@ -340,6 +340,15 @@ class RayScorer:
         """Decode workers over every ready actor (``run_job`` sizes its look-ahead by it)."""
         return sum(a.info["workers"] for a in self._actors if a.info) or 1
 
+    def health(self) -> dict[str, Any]:
+        """As ``Scorer.health()``: ``ok`` while open, not failed and with at least one ready
+        actor (a lost actor is replaced; its videos are retried on another)."""
+        ready = self.actors()
+        broken = self.broken
+        return {"ok": not self._closed and broken is None and bool(ready), "model_loaded": bool(ready),
+                "workers": self.workers, "workers_alive": sum(a["workers"] for a in ready), "actors": len(ready),
+                **({"error": repr(broken)} if broken is not None else {})}
+
     def actors(self) -> list[dict]:
         """The ready actors: node, pid, workers, threads (for tools and tests)."""
         return [dict(a.info, node_id=a.node_id) for a in list(self._actors) if a.info]

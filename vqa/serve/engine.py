@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from vqa.config import ScoreOptions
+from vqa.errors import UsageError
 from vqa.inputs import Input
 from vqa.job import Outcome, run_folder_job
 from vqa.jobstore import JobStore
@@ -25,15 +26,23 @@ from vqa.jobstore import JobStore
 Observe = Callable[[float], None]  # told each video's seconds from submit to record
 
 
-def open_engine(options: ScoreOptions):
-    """The server's Scorer; raises VQAError (UsageError, ModelError, ...) as ``vqa score`` would."""
+def open_engine(options: ScoreOptions, engine: str = "local", actors_per_node: int | None = None):
+    """The server's Scorer (``engine="ray"``: a RayScorer, this process its driver); raises
+    VQAError (UsageError, ModelError, BackendUnavailable, ...) as ``vqa score`` would."""
     from vqa.scorer.by_engine import open_scorer
-    return open_scorer(options)
+    extra = {} if actors_per_node is None else {"actors_per_node": actors_per_node}
+    return open_scorer(options, engine=engine, **extra)
 
 
 def check_results(path: str) -> None:
-    """UsageError now, at start-up, for a results store that is not one (not at every job)."""
-    JobStore(path).close()
+    """UsageError now, at start-up, for a results store that is not one (not at every job),
+    saying what an operator of the service does about it (it has no --db to pass)."""
+    try:
+        JobStore(path).close()
+    except UsageError as e:
+        problem = "; ".join(part for part in e.message.split("; ") if "--db" not in part and "re-run" not in part)
+        raise UsageError(f"{problem}; stop vqa serve, move {path} aside (with any -wal and -shm beside it) and "
+                         "start it again: files are then scored again, jobs and their records are kept") from None
 
 
 class _Shared:
@@ -96,30 +105,5 @@ def record_of(result) -> dict[str, Any]:
 
 
 def health(scorer) -> dict[str, Any]:
-    """``ok``: the model is loaded and every decode worker is alive (with ``workers=0``, none
-    are needed); the engine's own failure, if any, says why not."""
-    engine = getattr(scorer, "_engine", None)
-    broken = getattr(engine, "broken", None)
-    pool = getattr(engine, "pool", None)
-    pids = list(pool.pids) if pool is not None else []
-    alive = sum(1 for pid in pids if _alive(pid))
-    model = getattr(scorer, "inferencer", None) is not None
-    ok = model and broken is None and alive == len(pids) and not getattr(scorer, "_closed", False)
-    nvdec = getattr(getattr(scorer, "resolved", None), "nvdec_workers", 0)
-    return {"ok": ok, "model_loaded": model, "workers": scorer.workers, "workers_alive": alive,
-            **({"nvdec_workers": nvdec} if nvdec else {}),  # counted in workers_alive too
-            **({"error": repr(broken)} if broken is not None else {})}
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
+    """The Scorer's own ``health()``: model loaded, engine not failed, decode workers alive."""
+    return scorer.health()

@@ -26,6 +26,8 @@ from vqa.errors import UsageError
 from vqa.files import FoundPath
 from vqa.inputs import Input
 
+from .log import utc_iso
+
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -44,6 +46,11 @@ CREATE TABLE IF NOT EXISTS inputs (
     name TEXT,                   -- an upload: the name its record shows instead of the path (_name_in)
     error TEXT,                  -- [code, message] when it failed before scoring
     PRIMARY KEY (job, seq)
+);
+CREATE TABLE IF NOT EXISTS callbacks (
+    job TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0  -- 1 once answered 2xx, or given up
 );
 CREATE TABLE IF NOT EXISTS records (
     job TEXT NOT NULL,
@@ -67,17 +74,27 @@ class JobDB:
     def __init__(self, path: str):
         self.path = path
         # One server per data folder: the file itself is locked (SQLite's own locks are fcntl's).
-        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) |
+                                    getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as e:
+            raise UsageError(f"cannot open the job list {path}: {e.strerror}; {_MOVE_ASIDE}") from None
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
             raise UsageError(f"another vqa serve is using {os.path.dirname(path)}; stop it or pass another --data"
                              ) from None
-        self._write = self._connect()
-        self._write.executescript(SCHEMA)
+        try:
+            self._write = self._connect()
+            self._write.executescript(SCHEMA)
+            _check_schema(self._write)
+        except sqlite3.Error as e:
+            os.close(self._lock_fd)
+            raise UsageError(f"{path} is not a vqa serve job list ({e}); {_MOVE_ASIDE}") from None
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []  # closed with the store, so the checkpoint is complete
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -89,11 +106,14 @@ class JobDB:
         db = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = self._connect()
+            with self._lock:
+                self._readers.append(db)
         return db
 
     # -- writes ----------------------------------------------------------------------------
 
-    def add(self, job_id: str, kind: str, inputs: list[tuple[Input, str | None]]) -> None:
+    def add(self, job_id: str, kind: str, inputs: list[tuple[Input, str | None]], callback: str | None = None
+            ) -> None:
         rows = []
         for seq, (item, name) in enumerate(inputs):
             root = getattr(item.path, "root", None)
@@ -103,6 +123,21 @@ class JobDB:
             db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, NULL)",
                        (job_id, kind, QUEUED, len(inputs), time.time()))
             db.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?, ?, ?)", rows)
+            if callback is not None:
+                db.execute("INSERT INTO callbacks VALUES (?, ?, 0)", (job_id, callback))
+
+    def callback(self, job_id: str) -> str | None:
+        row = self._read().execute("SELECT url FROM callbacks WHERE job=? AND delivered=0", (job_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def undelivered(self) -> list[tuple[str, str]]:
+        """(job, url) of the done jobs whose callback has not been answered yet."""
+        return self._read().execute("SELECT c.job, c.url FROM callbacks c JOIN jobs j ON j.id=c.job "
+                                    "WHERE c.delivered=0 AND j.state=?", (DONE,)).fetchall()
+
+    def delivered(self, job_id: str) -> None:
+        with self._lock:
+            self._write.execute("UPDATE callbacks SET delivered=1 WHERE job=?", (job_id,))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -139,6 +174,7 @@ class JobDB:
             gone = db.execute("DELETE FROM jobs WHERE id=?", (job_id,)).rowcount
             db.execute("DELETE FROM inputs WHERE job=?", (job_id,))
             db.execute("DELETE FROM records WHERE job=?", (job_id,))
+            db.execute("DELETE FROM callbacks WHERE job=?", (job_id,))
         return bool(gone)
 
     # -- reads (any thread) ----------------------------------------------------------------
@@ -156,6 +192,7 @@ class JobDB:
         if row is None:
             return None
         job = dict(zip(("id", "kind", "state", "total", "created", "finished"), row))
+        job["created"], job["finished"] = utc_iso(job["created"]), utc_iso(job["finished"])  # ISO 8601, UTC
         counts = dict(self._read().execute("SELECT status, COUNT(*) FROM records WHERE job=? GROUP BY status",
                                            (job_id,)).fetchall())
         job["done"] = sum(counts.values())
@@ -188,16 +225,54 @@ class JobDB:
             "SELECT seq, record FROM records WHERE job=? AND seq>? ORDER BY seq LIMIT ?",
             (job_id, after, limit)).fetchall()
 
-    def iter_records(self, job_id: str) -> Iterator[dict[str, Any]]:
+    def iter_records(self, job_id: str, *, confined: bool = False) -> Iterator[dict[str, Any]]:
+        """The job's records in order. ``confined``: each record's path is its input's, as a
+        FoundPath when the input was confined to a root, so whatever opens the file again (a
+        report's thumbnails) makes the same folder check as scoring did."""
+        roots = self._roots(job_id) if confined else {}
         after = -1
         while rows := self.records(job_id, after):
-            yield from (json.loads(text) for _seq, text in rows)
+            for seq, text in rows:
+                record = json.loads(text)
+                if seq in roots:
+                    record["path"] = roots[seq]
+                yield record
             after = rows[-1][0]
 
+    def _roots(self, job_id: str) -> dict[int, FoundPath]:
+        return {seq: FoundPath(os.fsdecode(path), os.fsdecode(root)) for seq, path, root in self._read().execute(
+            "SELECT seq, path, root FROM inputs WHERE job=? AND root IS NOT NULL AND name IS NULL", (job_id,))}
+
     def close(self) -> None:
+        """Checkpointed and out of WAL mode first, so jobs.db alone holds everything (a backup
+        of that one file is complete) and no -wal or -shm file is left beside it."""
         with self._lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+            try:
+                self._write.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._write.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass  # a reader still open, or a full disk: the WAL stays and SQLite replays it next time
             self._write.close()
         os.close(self._lock_fd)
+
+
+_MOVE_ASIDE = ("restore it from a backup, or move it aside (with any -wal and -shm beside it) and start "
+               "again with no jobs")
+_COLUMNS = {"jobs": ["id", "kind", "state", "total", "created", "finished"],
+            "inputs": ["job", "seq", "path", "root", "name", "error"],
+            "records": ["job", "seq", "status", "code", "record"], "callbacks": ["job", "url", "delivered"]}
+
+
+def _check_schema(db: sqlite3.Connection) -> None:
+    """sqlite3.DatabaseError for a database whose tables are not this version's (another
+    program's file named jobs.db would fail at the first job, not at start-up)."""
+    for table, columns in _COLUMNS.items():
+        found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+        if found != columns:
+            raise sqlite3.DatabaseError(f"its {table} table has columns {', '.join(found)}")
 
 
 def _name_in(name: str | None) -> bytes | None:

@@ -23,12 +23,17 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from vqa.errors import UsageError
+from vqa.spool import shown_as
 from vqa.inputs import Input
 
 from . import engine
+from .errors import Busy
+from .log import ServeLog
 from .jobs import DONE, QUEUED, RUNNING, JobDB
+from .callbacks import CallbackRule, Callbacks
 from .metrics import Metrics
 from .paths import Roots
+from .pools import Bounded
 from .settings import ServeSettings
 from .uploads import Upload
 
@@ -36,25 +41,25 @@ RESULTS_DB, JOBS_DB, UPLOADS = "results.vqa.db", "jobs.db", "uploads"
 ONE_PREFIX, JOB_PREFIX = "one-", "job-"  # upload folders: a single upload's, a job's
 
 
-class Busy(Exception):
-    """The queue is full; ``retry_after_s`` estimates when a place frees up."""
-
-    def __init__(self, message: str, retry_after_s: int):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
 class Service:
-    def __init__(self, settings: ServeSettings):
+    def __init__(self, settings: ServeSettings, log: ServeLog | None = None):
         self.settings = settings.checked()
+        self.log = log or ServeLog(settings.log_format)
         self.roots = Roots(settings.roots)
         self.metrics = Metrics()
+        self.reports = Bounded(settings.report_workers, "vqa-serve-report", "reports")
+        self.callback_rule = CallbackRule(settings.callback_hosts, settings.callback_secret)
         self.data = settings.data_dir
         os.makedirs(self.data, mode=0o700, exist_ok=True)  # a folder given that exists keeps its mode
         os.makedirs(os.path.join(self.data, UPLOADS), mode=0o700, exist_ok=True)
         os.chmod(os.path.join(self.data, UPLOADS), 0o700)  # ours: private whatever the umask
         self.db = JobDB(os.path.join(self.data, JOBS_DB))
         self.db.requeue_running()
+        self.callbacks = Callbacks(self.callback_rule, self.log, self.db.delivered)
+        for job_id, url in self.db.undelivered():  # calls a stopped server had still to make
+            job = self.db.job(job_id)
+            if job is not None:
+                self.callbacks.add(url, job)
         self._lock = threading.RLock()  # reentrant: deleting a job releases its place under it
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -69,7 +74,7 @@ class Service:
         try:
             self._clean_uploads()
             engine.check_results(os.path.join(self.data, RESULTS_DB))
-            self.scorer = engine.open_engine(settings.options)
+            self.scorer = engine.open_engine(settings.options, settings.engine, settings.actors_per_node)
         except BaseException:
             self.db.close()
             raise
@@ -78,13 +83,16 @@ class Service:
 
     # -- requests (any thread) -------------------------------------------------------------
 
-    def submit_paths(self, paths: list[str], patterns: list[str] | None = None) -> dict[str, Any]:
+    def submit_paths(self, paths: list[str], patterns: list[str] | None = None,
+                     callback_url: str | None = None) -> dict[str, Any]:
+        if callback_url is not None:
+            self.callback_rule.check(callback_url)  # 400 before a place is taken
         self.admit_job()
         try:
             inputs = self.roots.resolve(paths, patterns=patterns, limit=self.settings.max_inputs)  # 403, 413
             if not inputs:  # as vqa score: E_USAGE, not an empty job
                 raise UsageError("no video files to score in the paths given")
-            return self._add(inputs=[(i, None) for i in inputs], kind="paths")
+            return self._add(inputs=[(i, None) for i in inputs], kind="paths", callback=callback_url)
         except BaseException:
             self.release_job()
             raise
@@ -97,14 +105,14 @@ class Service:
         ``admit_job``."""
         return self._add(inputs=[(Input(u.path), u.name) for u in uploads], kind="upload", folder=folder)
 
-    def _add(self, *, inputs, kind: str, folder: str | None = None) -> dict[str, Any]:
+    def _add(self, *, inputs, kind: str, folder: str | None = None, callback: str | None = None) -> dict[str, Any]:
         job_id = secrets.token_hex(12)
         if folder is not None:
             base = os.path.join(os.path.dirname(folder), JOB_PREFIX + job_id)
             os.rename(folder, base)
             inputs = [(Input(os.path.join(base, os.path.basename(i.path))), name) for i, name in inputs]
         try:
-            self.db.add(job_id, kind, inputs)
+            self.db.add(job_id, kind, inputs, callback)
         except BaseException:
             if folder is not None:  # renamed: the caller's cleanup knows only the old name
                 shutil.rmtree(base, ignore_errors=True)
@@ -112,6 +120,7 @@ class Service:
         with self._wake:
             self.pending_videos += len(inputs)
             self._wake.notify_all()
+        self.log.event("job", job=job_id, state="submitted", kind=kind, total=len(inputs))
         return {"id": job_id, "state": QUEUED, "total": len(inputs)}
 
     def admit_job(self) -> None:
@@ -128,16 +137,27 @@ class Service:
             self.unfinished_jobs -= 1
             self.pending_videos -= videos_left
 
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        """A job as the API shows it: one being deleted (its videos in flight still finishing)
+        is gone already."""
+        return None if job_id in self._cancelled else self.db.job(job_id)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [job for job in self.db.jobs() if job["id"] not in self._cancelled]
+
     def delete(self, job_id: str) -> bool:
         """Forget a job and its records; a running one stops after its videos in flight."""
-        job = self.db.job(job_id)
+        job = self.job(job_id)
         if job is None:
             return False
-        with self._lock:  # the jobs thread takes its next job under this lock too
+        with self._lock:  # the jobs thread takes its next job, and lets it go, under this lock too
             if self.current == job_id:
                 self._cancelled.add(job_id)
             else:
-                self._forget(job_id, job)
+                now = self.db.job(job_id)  # its state now: it may have finished since
+                if now is None:
+                    return False
+                self._forget(job_id, now)
         return True
 
     def _forget(self, job_id: str, job: dict[str, Any]) -> None:
@@ -188,6 +208,15 @@ class Service:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    def describe(self) -> dict[str, Any]:
+        """What the ready line says the server runs with."""
+        model = getattr(self.scorer, "model", None) or {}
+        options = self.settings.options
+        return {"model": model.get("name", "?") if isinstance(model, dict) else str(model),
+                "backend": options.backend, "engine": self.settings.engine, "workers": self.scorer.workers,
+                "roots": len(self.roots.given),
+                "token": self.settings.token is not None}
+
     def health(self) -> dict[str, Any]:
         state = engine.health(self.scorer)
         state["jobs_thread_alive"] = self._thread.is_alive()
@@ -226,6 +255,11 @@ class Service:
             finally:
                 with self._lock:
                     self.current = None
+                    if queued[0] in self._cancelled:  # deleted as it finished: forgotten now
+                        finished = self.db.job(queued[0])
+                        if finished is not None:
+                            self._forget(queued[0], finished)
+                        self._cancelled.discard(queued[0])
 
     def _run(self, job_id: str) -> None:
         job = self.db.job(job_id)
@@ -233,6 +267,8 @@ class Service:
             return
         self.db.set_state(job_id, RUNNING)
         pending = self.db.pending(job_id)
+        started = time.monotonic()
+        self.log.event("job", job=job_id, state="started", total=job["total"], pending=len(pending))
         order = iter(pending)
 
         def on_outcome(outcome) -> None:  # in input order, once stored
@@ -256,14 +292,22 @@ class Service:
             except CancelledError:  # stopped: the videos in flight are stored, the rest wait
                 pass
         if job_id in self._cancelled:
-            self._cancelled.discard(job_id)
-            self._forget(job_id, {**job, "state": RUNNING})
+            with self._lock:  # forgotten before it is visible again (job() hides it until then)
+                self._forget(job_id, {**job, "state": RUNNING})
+                self._cancelled.discard(job_id)
         elif not self.db.pending(job_id):
             self.db.set_state(job_id, DONE)
+            done = self.db.job(job_id) or job
+            self.log.event("job", job=job_id, state="finished", total=done["total"], ok=done.get("ok"),
+                           failed=done.get("failed"), seconds=round(time.monotonic() - started, 3))
+            callback = self.db.callback(job_id)
+            if callback is not None:
+                self.callbacks.add(callback, done)
             self.release_job(0)
             shutil.rmtree(os.path.join(self.data, UPLOADS, JOB_PREFIX + job_id), ignore_errors=True)
         else:
             self.db.set_state(job_id, QUEUED)  # stopped: the next start carries on
+            self.log.event("job", job=job_id, state="stopped", left=len(self.db.pending(job_id)))
         self.progress += 1
 
     # -- start and stop --------------------------------------------------------------------
@@ -296,15 +340,15 @@ class Service:
             self.scorer.close()  # cancels whatever is still in flight
         finally:
             self._thread.join()
-            self.db.close()
+            self.reports.close()
+            self.callbacks.close()
+            self.db.close()  # checkpointed: jobs.db alone is then the whole store
 
 
 def named(record: dict[str, Any], path: str, name: str) -> dict[str, Any]:
-    """An upload's record shows the client's name, not the private file's path."""
-    record = dict(record, path=name)
-    if record.get("error") and record["error"].get("message"):
-        record["error"] = dict(record["error"], message=record["error"]["message"].replace(path, name))
-    return record
+    """An upload's record shows the client's name, not the private file's path (the rule of
+    ``Scorer.submit(data, name=...)``)."""
+    return shown_as(record, path, name)
 
 
 def _private_folder(parent: str, kind: str) -> str:

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from vqa.spool import create_private, display_name, write_all
+
 MAX_FILES = 10_000  # files in one request
-_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
 class TooLarge(Exception):
@@ -36,21 +35,41 @@ class SlowBody(Exception):
     """The body stopped arriving, or arrives slower than the server's minimum rate (408)."""
 
 
-async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int) -> AsyncIterator[bytes]:
+class Stopped(Exception):
+    """The server is stopping (SIGTERM) while the body still arrives (503)."""
+
+
+STOP_POLL_S = 0.25  # how often a waiting body read looks whether the server is stopping
+
+
+async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int,
+                stopping: Callable[[], bool] = lambda: False) -> AsyncIterator[bytes]:
     """``chunks`` while they keep up: byte n must have come by ``grace_s + n / min_rate``
     seconds (by ``grace_s`` for the whole body when ``min_rate`` is 0); SlowBody when it has
-    not, so a client that sends headers and then nothing cannot hold a place for good."""
+    not, so a client that sends headers and then nothing cannot hold a place for good; Stopped
+    once ``stopping()``, so a stalled upload does not hold up the server's stop."""
     started, received = time.monotonic(), 0
     source = chunks.__aiter__()
     while True:
         allowed_s = grace_s + (received / min_rate if min_rate else 0.0)
+        # One read, waited for in slices: cancelling the source's __anext__ would end it.
+        pending = asyncio.ensure_future(source.__anext__())
         try:
-            chunk = await asyncio.wait_for(source.__anext__(), max(0.0, started + allowed_s - time.monotonic()))
+            while not pending.done():
+                if stopping():
+                    raise Stopped("the server is stopping: send the upload again once it is back")
+                left = started + allowed_s - time.monotonic()
+                if left <= 0:
+                    raise SlowBody(f"the request body stopped arriving: {received} bytes in {allowed_s:.0f} s; the "
+                                   f"server waits {grace_s:g} s, then for at least {min_rate} bytes/s")
+                await asyncio.wait({pending}, timeout=min(left, STOP_POLL_S))
+        finally:
+            if not pending.done():
+                pending.cancel()
+        try:
+            chunk = pending.result()
         except StopAsyncIteration:
             return
-        except asyncio.TimeoutError:
-            raise SlowBody(f"the request body stopped arriving: {received} bytes in {allowed_s:.0f} s; the server "
-                           f"waits {grace_s:g} s, then for at least {min_rate} bytes/s") from None
         received += len(chunk)
         yield chunk
 
@@ -59,12 +78,6 @@ async def paced(chunks: AsyncIterator[bytes], *, grace_s: float, min_rate: int) 
 class Upload:
     path: str  # where it was written, in the private folder
     name: str  # the client's file name, for the record
-
-
-def display_name(raw: bytes | str) -> str:
-    """The last component of the client's name, as text (undecodable bytes as surrogates)."""
-    text = raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
-    return re.split(r"[/\\]", text)[-1] or "upload"
 
 
 class _Files:
@@ -77,16 +90,12 @@ class _Files:
     def open(self, name: str) -> None:
         if len(self.done) >= MAX_FILES:
             raise BadUpload(f"more than {MAX_FILES} files in one request")
-        match = _EXTENSION.search(name)
-        path = os.path.join(self.folder, f"{len(self.done):06d}{match.group(0).lower() if match else ''}")
-        self._fd = os.open(path, _FLAGS, 0o600)
+        self._fd, path = create_private(self.folder, f"{len(self.done):06d}", name)  # as Scorer.submit spools
         self._name = (path, name)
 
     def write(self, data: bytes) -> None:
         if self._fd is not None:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
+            write_all(self._fd, data)
 
     def close(self) -> None:
         if self._fd is not None and self._name is not None:
@@ -119,6 +128,9 @@ async def receive(chunks: AsyncIterator[bytes], content_type: str, folder: str, 
                 parser.write(chunk)
         if parser is not None:
             parser.finalize()
+        elif received == 0:
+            raise BadUpload("the request has no body: send the video as the body (curl --data-binary @clip.mp4) "
+                            "or as a form part (curl -F file=@clip.mp4)")
         files.close()
     except ValueError as e:  # the multipart parser's errors are ValueErrors
         raise BadUpload(f"not a valid multipart/form-data body: {e}") from None
