@@ -15,7 +15,7 @@ LONG_MARK = "Long because"
 # and the ones below it (a lazy import inside a function counts too). A new module must be placed.
 LAYERS = [
     ("words", ["vqa.errors", "vqa.codes", "vqa.types", "vqa.words", "vqa.threads", "vqa.limits"]),
-    ("files and lifetimes", ["vqa.files", "vqa.inputs", "vqa.outputs", "vqa.lifecycle", "vqa.futures"]),
+    ("files and lifetimes", ["vqa.files", "vqa.inputs", "vqa.outputs", "vqa.lifecycle", "vqa.futures", "vqa.spool"]),
     ("stages", ["vqa.decode", "vqa.decode.*", "vqa.sample", "vqa.preprocess", "vqa.aggregate", "vqa.model",
                 "vqa.batch", "vqa.infer", "vqa.infer.*"]),
     ("options", ["vqa.config"]),

@@ -46,7 +46,7 @@ JOB_BODY = {"requestBody": {"required": True, "content": {
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="A stable code (vqa.codes.ErrorCode)", examples=["E_USAGE"])
+    code: str = Field(description="A stable code (vqa.codes.ErrorCode)", examples=[ErrorCode.E_USAGE.value])
     message: str
 
 
@@ -141,7 +141,7 @@ def tailor(app, *, token: bool, callback_pattern: str | None = None) -> None:
                 for status, value in guard.items():
                     entry = responses.setdefault(str(status), {"description": value["description"], "content": {
                         "application/json": {"schema": error_schema}}})
-                    if status == 403 and not token and "E_ORIGIN" not in entry["description"]:
+                    if status == 403 and not token and ErrorCode.E_ORIGIN.value not in entry["description"]:
                         entry["description"] += " " + value["description"]
                 if token:
                     operation["security"] = [{"bearer": []}]
@@ -181,7 +181,7 @@ def add_docs(app) -> None:
 
     folder = asset_folder()
     if folder is None:
-        message = "the docs pages need their assets: pip install 'vqa[serve]' (fastapi-offline)"
+        message = "the docs pages need their assets: pip install '.[serve]' in vqa's checkout (fastapi-offline)"
 
         @app.get("/docs", include_in_schema=False)
         @app.get("/redoc", include_in_schema=False)

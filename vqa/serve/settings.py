@@ -89,7 +89,7 @@ class ServeSettings:
     engine: str = _flag("local", "--engine", kind="choice", choices=ENGINES, help=(
         "local: this machine. ray: the server is a Ray driver, videos go to actors on the cluster's nodes "
         "(RAY_ADDRESS=auto joins the one `ray start` made; none: a local one is started); the job store, "
-        "restart and exactly-once stay the server's. Needs: pip install 'vqa[ray]'"))
+        "restart and exactly-once stay the server's. Needs: pip install '.[ray]' in vqa's checkout"))
     actors_per_node: int | None = _flag(None, "--actors-per-node", minimum=1, help=(
         "With --engine ray: actors on each node, sharing its CPUs (default 1)."))
     log_format: str = _flag("text", "--log-format", kind="choice", choices=LOG_FORMATS, help=(
