@@ -1,26 +1,23 @@
 """Per-frame outputs -> one score, a category and timestamped defects for the video.
 
 Policy, in one place:
-- score: the mean of the per-frame scores (VMAF pools frames by their mean too), clamped to
-  0..100. Black frames are left out of the mean: there is no picture in them to judge. A
-  video whose sampled frames are all black scores 0.
-- The score measures damage to technical fidelity (blur, noise, compression, scaling).
-  The model was trained so exposure does not move it (see models/README.md), and frozen
-  frames are scored as the pictures they are; all three are reported as defects instead.
-- The score is reported to one decimal, and the category follows the reported score, so
-  the two never disagree (79.96 is 80.0 and "excellent").
-- category: the decision's category thresholds on the score, then capped by how much of the
-  video the defects the score does not see cover (the decision's ``capped_by`` and category
-  caps): a picture can be fine while a third of the clip is frozen, black or dark, and such a
-  clip is not "excellent"; a clip dark, overexposed or frozen from start to end is at most
-  "poor", and one black throughout is "bad". Coverage is the share of the timeline inside at
-  least one such segment (overlaps counted once). Blur, noise, compression and low
-  resolution already lower the score, so they do not cap it a second time.
+- A frame's quality is the network's score for it, less what the defects the network does not
+  see cost the frames they cover (the decision's ``penalties``, learned from VMAF against the
+  clean clip by scripts/model/judgement.py): a frame inside a reported dark or overexposed
+  segment loses points by its mean luma, a frozen frame loses a constant, and a black frame is
+  worth a constant. A frame covered by several loses the largest one. Blur, noise, compression
+  and low resolution already lower the network's score, so they cost nothing more.
+- score: the mean of the frames' qualities (VMAF pools frames by their mean too), clamped to
+  0..100 and reported to one decimal. The cost of a defect is then in proportion to the share
+  of the sampled frames it spoils: a clip dark for a tenth of its length loses a tenth of what
+  a clip dark throughout loses.
+- category: the band of the reported score, always (the decision's ``category_thresholds``),
+  so gating on the score and reading the category never disagree; the defects say why.
 - defects: a sampled frame stands for the stretch of the timeline up to the next sampled
   frame (or its run's span end); consecutive flagged frames merge into one segment; a
-  segment needs the decision's min_segment_frames frames, so a single odd frame reports nothing. Segments
-  of one type less than the decision's merge_gap_s apart are one stretch to a reader and are
-  merged, and none has zero width.
+  segment needs the decision's min_segment_frames frames, so a single odd frame reports
+  nothing (and costs nothing). Segments of one type less than the decision's merge_gap_s apart
+  are one stretch to a reader and are merged, and none has zero width.
 """
 from __future__ import annotations
 
@@ -29,39 +26,85 @@ from dataclasses import dataclass
 import numpy as np
 
 from .preprocess import FrameStats
-from .types import DEFECT_TYPES, MODEL_DEFECTS, Defect, SamplePlan
+from .types import MODEL_DEFECTS, Defect, SamplePlan
 
 CATEGORIES = ("excellent", "good", "fair", "poor", "bad")  # best first; part of the record contract
 
 
 @dataclass(frozen=True)
+class Curve:
+    """Points a frame loses, by its mean luma (0..255): linear between the knots, flat beyond."""
+
+    luma_mean: tuple[float, ...]
+    points: tuple[float, ...]
+
+    @classmethod
+    def from_manifest(cls, block: dict, falling: bool) -> Curve:
+        x = tuple(float(v) for v in block["luma_mean"])
+        y = tuple(float(v) for v in block["points"])
+        if len(x) != len(y) or not x or list(x) != sorted(set(x)):
+            raise ValueError("a penalty curve needs as many points as ascending luma_mean knots")
+        if any(not 0 <= v <= 100 for v in y):
+            raise ValueError("a penalty curve's points lie in 0..100")
+        steps = np.diff(y)
+        if (falling and (steps > 0).any()) or (not falling and (steps < 0).any()):
+            raise ValueError("the dark penalty must not rise with luma, the overexposed one must not fall")
+        return cls(x, y)
+
+    def to_manifest(self) -> dict:
+        return {"luma_mean": list(self.luma_mean), "points": list(self.points)}
+
+    def __call__(self, luma_mean: np.ndarray) -> np.ndarray:
+        return np.interp(luma_mean, self.luma_mean, self.points)
+
+
+@dataclass(frozen=True)
+class Penalties:
+    """What the defects the network does not see cost a frame they cover (see the module's policy)."""
+
+    black_frame: float  # a black frame's quality
+    frozen_points: float  # points a frozen frame loses
+    dark: Curve
+    overexposed: Curve
+
+    @classmethod
+    def from_manifest(cls, block: dict) -> Penalties:
+        out = cls(black_frame=float(block["black"]["frame_score"]), frozen_points=float(block["frozen"]["points"]),
+                  dark=Curve.from_manifest(block["dark"], falling=True),
+                  overexposed=Curve.from_manifest(block["overexposed"], falling=False))
+        if not (0 <= out.black_frame <= 100 and 0 <= out.frozen_points <= 100):
+            raise ValueError("penalties lie in 0..100")
+        return out
+
+    def to_manifest(self) -> dict:
+        return {"black": {"frame_score": self.black_frame}, "frozen": {"points": self.frozen_points},
+                "dark": self.dark.to_manifest(), "overexposed": self.overexposed.to_manifest()}
+
+
+@dataclass(frozen=True)
 class Decision:
     """The model's decision rules: the ``decision`` block of its manifest (models/vqa.json,
-    read by vqa.model; documented in models/README.md), written there by scripts/model/calibrate.py.
-    Nothing else holds these numbers: every function below takes them from here.
+    read by vqa.model; documented in docs/model/card.md), written there by
+    scripts/model/judgement.py. Nothing else holds these numbers: every function below takes
+    them from here.
 
     - ``defect_probability``: a model defect is flagged on a frame at this probability, per type.
     - ``category_thresholds``: the lowest score of each category but "bad", best first.
-    - ``category_caps``: (share of the timeline covered by the ``capped_by`` defects, best
-      category allowed), strictest last; ``capped_by``: the defect types the score does not
-      measure (exposure is left out of it by design, frozen frames are scored as the pictures
-      they are, black frames are left out); ``black_throughout``: the share of the timeline
-      black over which a video is "bad".
+    - ``penalties``: what dark, overexposed, frozen and black frames cost (``Penalties``).
     - ``merge_gap_s``: segments of one type closer than this are merged into one.
     - ``min_segment_frames``: frames a defect segment needs (a single odd frame reports nothing).
     - ``black_luma_mean``, ``black_luma_p98``: a black frame's most (0..255 full-range luma).
     - ``freeze_mad``: mean absolute difference of grey thumbnails under which a frame repeats
       the one before; ``min_frozen_frames``: repeats in a row that make a frozen stretch.
     - ``dark_luma_mean``, ``dark_luma_p98`` (None: no bound): the most luma with which the dark
-      head may speak; ``over_luma_p98``, ``over_luma_mean``: the least with which the
+      head may speak; ``dark_luma_alone``: a frame this dark (mean luma) is dark whatever the
+      head says; ``over_luma_p98``, ``over_luma_mean``: the least with which the
       overexposed head may (either bound suffices).
     """
 
     defect_probability: dict[str, float]
     category_thresholds: tuple[tuple[float, str], ...]
-    category_caps: tuple[tuple[float, str], ...]
-    capped_by: tuple[str, ...]
-    black_throughout: float
+    penalties: Penalties
     merge_gap_s: float
     min_segment_frames: int
     black_luma_mean: float
@@ -70,6 +113,7 @@ class Decision:
     min_frozen_frames: int
     dark_luma_mean: float
     dark_luma_p98: float | None
+    dark_luma_alone: float
     over_luma_p98: float
     over_luma_mean: float
 
@@ -84,9 +128,7 @@ class Decision:
         decision = cls(
             defect_probability={kind: float(block["defect_probability"][kind]) for kind in MODEL_DEFECTS},
             category_thresholds=tuple((float(thresholds[name]), name) for name in names),
-            category_caps=tuple((float(c["coverage"]), str(c["best"])) for c in block["category_caps"]),
-            capped_by=tuple(str(t) for t in block["capped_by"]),
-            black_throughout=float(block["black_throughout"]),
+            penalties=Penalties.from_manifest(block["penalties"]),
             merge_gap_s=float(block["merge_gap_s"]),
             min_segment_frames=int(block["min_segment_frames"]),
             black_luma_mean=float(block["black"]["luma_mean_max"]),
@@ -95,13 +137,12 @@ class Decision:
             min_frozen_frames=int(block["frozen"]["min_frames"]),
             dark_luma_mean=float(block["dark"]["luma_mean_max"]),
             dark_luma_p98=None if block["dark"]["luma_p98_max"] is None else float(block["dark"]["luma_p98_max"]),
+            dark_luma_alone=float(block["dark"]["luma_mean_alone"]),
             over_luma_p98=float(block["overexposed"]["luma_p98_min"]),
             over_luma_mean=float(block["overexposed"]["luma_mean_min"]))
         bounds = [b for b, _ in decision.category_thresholds]
-        if bounds != sorted(bounds, reverse=True) or any(cap not in CATEGORIES for _, cap in decision.category_caps):
-            raise ValueError("category_thresholds must descend and category_caps name categories")
-        if not set(decision.capped_by) <= set(DEFECT_TYPES):
-            raise ValueError(f"capped_by must name defect types ({', '.join(DEFECT_TYPES)})")
+        if bounds != sorted(bounds, reverse=True) or any(not 0 <= b <= 100 for b in bounds):
+            raise ValueError("category_thresholds must descend within 0..100")
         return decision
 
     def to_manifest(self) -> dict:
@@ -109,14 +150,13 @@ class Decision:
         return {
             "defect_probability": dict(self.defect_probability),
             "category_thresholds": {name: bound for bound, name in self.category_thresholds},
-            "category_caps": [{"coverage": share, "best": cap} for share, cap in self.category_caps],
-            "capped_by": list(self.capped_by),
-            "black_throughout": self.black_throughout,
+            "penalties": self.penalties.to_manifest(),
             "merge_gap_s": self.merge_gap_s,
             "min_segment_frames": self.min_segment_frames,
             "black": {"luma_mean_max": self.black_luma_mean, "luma_p98_max": self.black_luma_p98},
             "frozen": {"thumb_mad_max": self.freeze_mad, "min_frames": self.min_frozen_frames},
-            "dark": {"luma_mean_max": self.dark_luma_mean, "luma_p98_max": self.dark_luma_p98},
+            "dark": {"luma_mean_max": self.dark_luma_mean, "luma_p98_max": self.dark_luma_p98,
+                     "luma_mean_alone": self.dark_luma_alone},
             "overexposed": {"luma_p98_min": self.over_luma_p98, "luma_mean_min": self.over_luma_mean},
         }
 
@@ -129,17 +169,9 @@ class FrameResult:
     stats: FrameStats
 
 
-def category(score: float, coverage: float, decision: Decision, black: float = 0.0) -> str:
-    """The category of a reported score, capped by the share of the timeline that the
-    ``capped_by`` defects cover (``coverage``) and that black covers (``black``)."""
-    name = next((name for bound, name in decision.category_thresholds if score >= bound), "bad")
-    caps = [cap for share, cap in decision.category_caps if coverage >= share]
-    if black >= decision.black_throughout:
-        caps.append("bad")
-    for cap in caps:
-        if CATEGORIES.index(name) < CATEGORIES.index(cap):
-            name = cap
-    return name
+def category(score: float, decision: Decision) -> str:
+    """The band a reported score falls in: the category is the score's, always."""
+    return next((name for bound, name in decision.category_thresholds if score >= bound), "bad")
 
 
 def coverage(defects: list[Defect], duration_s: float) -> float:
@@ -184,7 +216,8 @@ def _spans(frames: list[FrameResult], plan: SamplePlan, duration_s: float) -> li
     return spans
 
 
-def _segments(flags: np.ndarray, values: np.ndarray, spans, kind: str, min_frames: int) -> list[Defect]:
+def _stretches(flags: np.ndarray, min_frames: int) -> list[tuple[int, int]]:
+    """(first, last) index of each run of flagged frames at least ``min_frames`` long."""
     out, i = [], 0
     while i < len(flags):
         if not flags[i]:
@@ -194,8 +227,20 @@ def _segments(flags: np.ndarray, values: np.ndarray, spans, kind: str, min_frame
         while j + 1 < len(flags) and flags[j + 1]:
             j += 1
         if j - i + 1 >= min_frames:
-            out.append(Defect(kind, float(np.clip(values[i:j + 1].mean(), 0, 1)), spans[i][0], spans[j][1]))
+            out.append((i, j))
         i = j + 1
+    return out
+
+
+def _segments(stretches: list[tuple[int, int]], values: np.ndarray, spans: list[tuple[float, float]],
+              kind: str) -> list[Defect]:
+    return [Defect(kind, float(np.clip(values[i:j + 1].mean(), 0, 1)), spans[i][0], spans[j][1]) for i, j in stretches]
+
+
+def _covered(stretches: list[tuple[int, int]], n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    for i, j in stretches:
+        out[i:j + 1] = True
     return out
 
 
@@ -270,60 +315,101 @@ def _black(frames: list[FrameResult], decision: Decision) -> np.ndarray:
                      for f in frames], bool)
 
 
+@dataclass
+class Assessment:
+    """What ``aggregate`` found, frame by frame (timeline order), before it is pooled."""
+
+    network: np.ndarray  # the network's score, 0..100
+    quality: np.ndarray  # the score less the penalties, 0..100
+    probability: np.ndarray  # (frames, len(MODEL_DEFECTS)) each model defect's probability
+    covered: dict[str, np.ndarray]  # defect type -> frames inside a reported segment of it
+    black: np.ndarray  # black frames, reported or not
+    frozen: np.ndarray  # frames of a frozen stretch
+    defects: list[Defect]
+
+
+def assess(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decision: Decision) -> Assessment:
+    if not frames:
+        raise ValueError("no frames to aggregate")
+    d = decision
+    outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
+    network = np.clip(outputs[:, 0], 0, 100)
+    probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
+    mean = np.array([f.stats.luma_mean for f in frames], np.float64)
+    p98 = np.array([f.stats.luma_p98 for f in frames], np.float64)
+    black = _black(frames, d)
+    dark = (mean <= d.dark_luma_mean) & (p98 <= (255.0 if d.dark_luma_p98 is None else d.dark_luma_p98))
+    allowed = {"dark": dark, "overexposed": (p98 >= d.over_luma_p98) | (mean >= d.over_luma_mean)}
+    spans = _spans(frames, plan, duration_s)
+    n = len(frames)
+    min_frames = min(d.min_segment_frames, n)
+    defects: list[Defect] = []
+    covered: dict[str, np.ndarray] = {}
+    for k, kind in enumerate(MODEL_DEFECTS):
+        # On black frames the picture-defect heads have nothing to judge; black says it all.
+        flags = (probs[:, k] >= d.defect_probability[kind]) & allowed.get(kind, np.ones(n, bool))
+        if kind == "dark":
+            flags |= mean <= d.dark_luma_alone
+        flags &= ~black
+        runs = _stretches(flags, min_frames)
+        defects += _segments(runs, probs[:, k], spans, kind)
+        covered[kind] = _covered(runs, n)
+    frozen = frozen_flags(frames, black, plan, d)
+    runs = _stretches(frozen, min(d.min_frozen_frames, n))
+    defects += _segments(runs, np.ones(n), spans, "frozen")
+    covered["frozen"] = _covered(runs, n)
+    runs = _stretches(black, min_frames)
+    defects += _segments(runs, np.ones(n), spans, "black")
+    covered["black"] = _covered(runs, n)
+    widths = [b - a for a, b in spans if b > a]
+    defects = _tidy(defects, min(widths) if widths else 1e-3, d.merge_gap_s)
+    defects.sort(key=lambda x: (x.start_s, x.type))
+
+    pen = d.penalties
+    loss = np.zeros(n)
+    loss = np.maximum(loss, np.where(covered["dark"], pen.dark(mean), 0.0))
+    loss = np.maximum(loss, np.where(covered["overexposed"], pen.overexposed(mean), 0.0))
+    loss = np.maximum(loss, np.where(covered["frozen"], pen.frozen_points, 0.0))
+    quality = np.clip(network - loss, 0, 100)
+    quality = np.where(covered["black"], min(pen.black_frame, 100.0), quality)
+    return Assessment(network, quality, probs, covered, black, frozen, defects)
+
+
+def pooled(a: Assessment) -> float:
+    """The video's score from its frames' qualities: their mean, to one decimal. A black frame
+    that makes no segment alone (a cut) has no picture to judge and is left out."""
+    keep = ~(a.black & ~a.covered["black"])
+    return round(float(a.quality[keep].mean()), 1) if keep.any() else 0.0
+
+
 def timeline(frames: list[FrameResult], plan: SamplePlan, decision: Decision) -> list[dict]:
     """The per-sampled-frame data behind a record, in timeline order: what ``aggregate`` saw.
 
-    One dict per frame: ``t_s``, ``score`` (0..100, as the network gave it, before black frames
-    are left out), each model defect's probability under its type's name (0..1), and the
-    frame-statistic flags ``black`` and ``frozen`` (as the defects measure them). Numbers are
-    rounded (3 decimals, the score 2), so a frame costs about 150 bytes of JSON.
+    One dict per frame: ``t_s``, ``score`` (0..100, as the network gave it), ``quality`` (the
+    score less what the frame's defects cost it, what the video's score averages), each model
+    defect's probability under its type's name (0..1), and the frame-statistic flags ``black``
+    and ``frozen`` (as the defects measure them). Numbers are rounded (3 decimals, the scores
+    2), so a frame costs about 170 bytes of JSON.
 
-    For example ``{"t_s": 0.545, "score": 77.31, "blur": 0.012, ..., "black": false,
-    "frozen": false}``.
+    For example ``{"t_s": 0.545, "score": 77.31, "quality": 77.31, "blur": 0.012, ...,
+    "black": false, "frozen": false}``.
     """
     if not frames:
         return []
-    outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
-    scores = np.clip(outputs[:, 0], 0, 100)
-    probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
-    black = _black(frames, decision)
-    frozen = frozen_flags(frames, black, plan, decision)
+    duration = max(f.pts_s for f in frames) + 1e-3
+    a = assess(frames, plan, duration, decision)
     out = []
     for i, f in enumerate(frames):
-        point = {"t_s": round(float(f.pts_s), 3), "score": round(float(scores[i]), 2)}
-        point.update((kind, round(float(probs[i, k]), 3)) for k, kind in enumerate(MODEL_DEFECTS))
-        point["black"], point["frozen"] = bool(black[i]), bool(frozen[i])
+        point: dict[str, float | bool] = {"t_s": round(float(f.pts_s), 3), "score": round(float(a.network[i]), 2),
+                                          "quality": round(float(a.quality[i]), 2)}
+        point.update((kind, round(float(a.probability[i, k]), 3)) for k, kind in enumerate(MODEL_DEFECTS))
+        point["black"], point["frozen"] = bool(a.black[i]), bool(a.frozen[i])
         out.append(point)
     return out
 
 
 def aggregate(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decision: Decision
               ) -> tuple[float, str, list[Defect]]:
-    if not frames:
-        raise ValueError("no frames to aggregate")
-    outputs = np.stack([f.outputs for f in frames]).astype(np.float64)
-    black = _black(frames, decision)
-    scores = np.clip(outputs[:, 0], 0, 100)
-    score = round(float(scores[~black].mean()), 1) if (~black).any() else 0.0
-    probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
-    mean = np.array([f.stats.luma_mean for f in frames])
-    p98 = np.array([f.stats.luma_p98 for f in frames])
-    d = decision
-    dark = (mean <= d.dark_luma_mean) & (p98 <= (255.0 if d.dark_luma_p98 is None else d.dark_luma_p98))
-    allowed = {"dark": dark, "overexposed": (p98 >= d.over_luma_p98) | (mean >= d.over_luma_mean)}
-    spans = _spans(frames, plan, duration_s)
-    min_frames = min(d.min_segment_frames, len(frames))
-    defects: list[Defect] = []
-    for k, kind in enumerate(MODEL_DEFECTS):
-        # On black frames the picture-defect heads have nothing to judge; black says it all.
-        flags = (probs[:, k] >= d.defect_probability[kind]) & ~black & allowed.get(kind, True)
-        defects += _segments(flags, probs[:, k], spans, kind, min_frames)
-    frozen = frozen_flags(frames, black, plan, d)
-    defects += _segments(frozen, np.ones(len(frames)), spans, "frozen", min(d.min_frozen_frames, len(frames)))
-    defects += _segments(black, np.ones(len(frames)), spans, "black", min_frames)
-    widths = [b - a for a, b in spans if b > a]
-    defects = _tidy(defects, min(widths) if widths else 1e-3, d.merge_gap_s)
-    defects.sort(key=lambda d: (d.start_s, d.type))
-    blind = coverage([x for x in defects if x.type in d.capped_by], duration_s)
-    black_share = coverage([x for x in defects if x.type == "black"], duration_s)
-    return score, category(score, blind, d, black_share), defects
+    a = assess(frames, plan, duration_s, decision)
+    score = pooled(a)
+    return score, category(score, decision), a.defects

@@ -6,8 +6,8 @@ Two sets per content split (``val`` chooses, ``test`` reports):
 - **ladders**: natural references (stills panned, real clips) rendered as 24-frame clips at
   640x360, each made clean and with every family at rising levels: dark and overexposed
   (exposure gain and gamma), black (a share of the clip's frames), frozen (a share of the
-  frames repeat the one before the freeze), Gaussian blur and H.264 compression, plus a dark
-  stretch over part of the clip. Each frame's VMAF (vmaf-torch, luma) is measured against the
+  frames repeat the one before the freeze), plus a dark stretch over part of the clip, and
+  make_dataset.py's ladders (Gaussian blur, sensor noise, H.264 compression, low resolution). Each frame's VMAF (vmaf-torch, luma) is measured against the
   pristine render, exposure counted, so a label is what the clip would get against its source.
 - **real**: every source of the split as it is (``make_dataset.real_specs``: the clean real
   pictures, the low-light photos, both halves of every PolyU pair); no VMAF, only what is
@@ -28,6 +28,7 @@ import multiprocessing as mp
 import pickle
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 import make_dataset as md
@@ -42,8 +43,11 @@ LADDERS: dict[str, list] = {
     "black": [0.125, 0.25, 0.5, 0.75],  # share of the frames, a stretch in the middle
     "frozen": [0.25, 0.5, 0.75],  # share of the frames repeating the last one before the stretch
     "dark_part": [0.125, 0.25, 0.5],  # the third dark level over this share of the frames
-    "blur": [1.5, 4.0],  # Gaussian sigma, working pixels
-    "compression": [0.45, 0.15],  # H.264 quality
+    # make_dataset.py's ladders, the same levels, so the spatial and coding figures compare
+    "blur": [0.8, 1.5, 2.5, 4.0],  # Gaussian sigma, working pixels
+    "noise": [4.0, 8.0, 16.0, 32.0],  # sensor noise sigma, 8-bit levels
+    "compression": [0.8, 0.55, 0.3, 0.05],  # H.264 quality, 1 = best
+    "scale": [1.5, 2.0, 3.0, 4.0],  # down by this factor and back up
 }
 SEEDS = {"val": 20261205, "test": 20261206}
 
@@ -70,6 +74,10 @@ def variant(clean: np.ndarray, family: str, level) -> tuple[np.ndarray, float]:
         x[s] = x[s.start - 1] if s.start > 0 else x[0]
     elif family == "blur":
         x = synth.gaussian_blur(x, level)
+    elif family == "noise":
+        x = synth.sensor_noise(x, level, np.random.default_rng(int(level * 1000)))
+    elif family == "scale":
+        x = synth.rescale(x, level, cv2.INTER_AREA, cv2.INTER_CUBIC)
     elif family == "compression":
         return x, level
     return x, QUALITY
@@ -157,7 +165,9 @@ def score(a) -> None:
     import threshold_test as tt  # the scoring side only: make runs where vqa's backends may be missing
 
     clips = [json.loads(line) for line in (a.data / "clips.jsonl").read_text().splitlines()]
-    frames_path = a.data / "frames.pkl"
+    k, n = map(int, a.shard.split("/"))
+    clips = clips[k::n]  # the K-th of N interleaved parts, so parts run side by side
+    frames_path = a.data / ("frames.pkl" if n == 1 else f"frames_{k}of{n}.pkl")
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
     todo = [a.data / "clips" / c["file"] for c in clips if c["file"] not in done]
     earlier = dict(done)
@@ -186,6 +196,8 @@ def main() -> None:
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--cores", type=int, default=None)
     s.add_argument("--backend", default=None, help="vqa's backend (default: the Scorer's, OpenVINO)")
+    s.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="score the K-th of N interleaved parts into frames_KofN.pkl (parts run side by side)")
     a = ap.parse_args()
     {"make": make, "score": score}[a.step](a)
 
