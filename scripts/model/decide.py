@@ -222,12 +222,13 @@ def fit(a) -> None:
         0.0, 0.0, agg.Curve((0.0, 255.0), (0.0, 0.0)), agg.Curve((0.0, 255.0), (0.0, 0.0)))))
     decision = replace(decision, penalties=pen)
     manifest["decision"] = decision.to_manifest()
-    if a.write:
-        a.manifest.write_text(json.dumps(manifest, indent=2) + "\n")
     res = {"command": "python scripts/model/decide.py fit " + " ".join(str(x) for x in a.argv),
            "validation_clips": len(clips), "sources": len({c["source"] for c in clips}),
            "thresholds": chosen, "penalty_frames": report, "decision": decision.to_manifest()}
     text = json.dumps(res, indent=1)
+    if a.write:  # the manifest and the record of how its block was chosen, together
+        a.manifest.write_text(json.dumps(manifest, indent=2) + "\n")
+        (a.manifest.parent / "judgement.json").write_text(text + "\n")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
@@ -336,7 +337,8 @@ def main() -> None:
     f = sub.add_parser("fit", help="choose thresholds and fit penalties on validation")
     f.add_argument("--val", type=Path, nargs="+", required=True)
     f.add_argument("--manifest", type=Path, default=Path("models/vqa.json"))
-    f.add_argument("--write", action="store_true", help="write the decision block into the manifest")
+    f.add_argument("--write", action="store_true",
+                   help="write the decision block into the manifest, and the fit beside it (judgement.json)")
     f.add_argument("--out", type=Path, default=None)
     m = sub.add_parser("measure", help="issue 32's targets on validation and test, side by side")
     m.add_argument("--val", type=Path, nargs="*", default=[])

@@ -18,15 +18,11 @@ from vqa.preprocess import TRAINING, fragments
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
-def test_the_decision_block_holds_the_calibrated_thresholds():
-    """scripts/model/calibrate.py writes both: the thresholds the calibration chose are the ones the
-    manifest ships (compression is not calibrated: its label needs VMAF)."""
-    chosen = json.loads((MODELS / "calibration.json").read_text())["chosen"]
-    decision = load_model_spec(MODELS).decision
-    for kind, choice in chosen.items():
-        assert decision.defect_probability[kind] == choice["threshold"], kind
-    assert decision.dark_luma_p98 == chosen["dark"]["luma_p98_bound"]
-    assert set(decision.defect_probability) - set(chosen) == {"compression"}
+def test_the_decision_block_is_the_one_judgement_fitted():
+    """scripts/model/decide.py fit writes both: the decision block it chose and fitted (models/judgement.json,
+    with the command and the cross-validated figures) is the block the manifest ships."""
+    fitted = json.loads((MODELS / "judgement.json").read_text())["decision"]
+    assert json.loads((MODELS / "vqa.json").read_text())["decision"] == fitted
 
 
 def test_the_decision_block_round_trips():

@@ -51,12 +51,11 @@ def test_the_card_is_for_the_shipped_model():
     assert CARD.startswith(f"# Model card: {manifest['name']} {manifest['version']}")
 
 
-def test_the_thresholds_in_use_are_the_calibrated_ones():
-    chosen = json.loads((ROOT / "models" / "calibration.json").read_text())["chosen"]
+def test_the_thresholds_in_use_are_the_fitted_ones():
+    fitted = json.loads((ROOT / "models" / "judgement.json").read_text())["decision"]
     decision = load_model_spec(ROOT / "models").decision
-    for kind, row in chosen.items():
-        assert decision.defect_probability[kind] == row["threshold"]
-    assert decision.dark_luma_p98 == chosen["dark"].get("luma_p98_bound")
+    assert decision.defect_probability == fitted["defect_probability"]
+    assert decision.dark_luma_alone == fitted["dark"]["luma_mean_alone"]
 
 
 def test_the_category_bounds_in_use_are_the_calibrated_ones():
