@@ -272,7 +272,7 @@ class FreezeChain:
 
     def add(self, stats: FrameStats) -> None:
         prev = self._prev
-        if prev is not None:
+        if prev is not None and stats.thumb is not None and prev.thumb is not None:
             stats.mad_prev = thumb_mad(stats.thumb, prev.thumb)
             if not self._prev_is_first:
                 prev.thumb = None

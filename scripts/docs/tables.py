@@ -187,9 +187,12 @@ def metrics() -> dict:
 def model_numbers() -> list[tuple[str, str, str]]:
     """(measure, shipped model, the model before it) from models/metrics.json."""
     m = metrics()
-    now, before = (m["targets"].get(f"model_{major}") for major in (shipped_major(), shipped_major() - 1))
-    if now is None:
-        raise SystemExit(f"models/metrics.json has no targets.model_{shipped_major()} for the shipped model")
+    # the network's own numbers: the newest weights measured (4.0.0 kept 3.0.0's network)
+    measured = sorted(int(k.split("_")[1]) for k in m["targets"]
+                      if k.startswith("model_") and int(k.split("_")[1]) <= shipped_major())
+    if not measured:
+        raise SystemExit(f"models/metrics.json has no targets.model_N for the shipped model ({shipped_major()})")
+    now, before = m["targets"][f"model_{measured[-1]}"], m["targets"].get(f"model_{measured[-1] - 1}")
 
     def both(fmt) -> tuple[str, str]:
         return fmt(now), (fmt(before) if before else "")
@@ -221,14 +224,48 @@ def manifest_blocks() -> str:
 
 def model_table() -> str:
     m = metrics()
-    clips = m["targets"][f"model_{shipped_major()}"]["clips"]
+    clips = max(t["clips"] for k, t in m["targets"].items() if k.startswith("model_"))
     rows = [[measure, f"**{now}**", before] for measure, now, before in model_numbers()]
     bounds = m["category_bounds"]["new"]
     rows.append(["Category within one class, bounds chosen on validation "
                  f"({bounds['clips']} clips)", f"**{100 * bounds['viewer_vmaf']:.1f}%**", ""])
     return (table(["measure", "this model", "the model before"], rows)
             + f"\nTest set: {clips} clips never used in training or model selection; "
-              "every number is in `models/metrics.json`.\n")
+              "every number is in `models/metrics.json`. The network's figures, measured under "
+              "version 3's decision block (4.0.0 keeps 3.0.0's network).\n")
+
+
+JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "targets.json"
+# issue 32's targets: (measure, goal, how to read it from decide.py measure's output for one set)
+JUDGEMENT_ROWS: list[tuple[str, str, Any]] = [
+    ("score against VMAF, SRCC, every family with a reference", ">= 0.80",
+     lambda t: f"{t['srcc_vs_vmaf_every_family']:.3f}"),
+    ("the same, spatial and coding families without noise", ">= 0.94",
+     lambda t: f"{t['srcc_vs_vmaf_spatial_coding']:.3f}"),
+    ("category is the band of the score", "100%", lambda t: f"{100 * t['category_is_band_of_score']:.0f}%"),
+    ("category within one class of the VMAF band", ">= 95%",
+     lambda t: f"{100 * t['category_within_one_vmaf_band']:.1f}%"),
+    ("clean real pictures given a defect", "<= 5%",
+     lambda t: "{flagged} of {clips} ({p:.1f}%)".format(p=100 * t["clean_real_with_a_defect"]["share"],
+                                                          **t["clean_real_with_a_defect"])),
+    ("real low-light photos found dark", ">= 75%",
+     lambda t: f"{100 * t['low_light_found_dark']['share']:.0f}% of {t['low_light_found_dark']['clips']}"),
+    ("real defects (blur, noise, dark), pooled F1", ">= 0.92", lambda t: f"{t['real_defects_f1']['pooled']:.3f}"),
+    ("noise ladders strictly falling from the clean clip", ">= 90%",
+     lambda t: f"{100 * t['noise_ladders_falling']:.0f}%"),
+]
+
+
+def judgement_table() -> str:
+    """Issue 32's targets for version 4 on validation and test, and version 3's thresholds on test."""
+    res = json.loads(JUDGEMENT.read_text())
+    sets = [("v4", "validation"), ("v4", "test"), ("v3", "test")]
+    rows = [[name, goal, *(read(res[d][s]) if s in res.get(d, {}) else "" for d, s in sets)]
+            for name, goal, read in JUDGEMENT_ROWS]
+    sizes = ", ".join(f"{s}: {res['v4'][s]['clips']} clips, {res['v4'][s]['ladders']} ladders, "
+                      f"{res['v4'][s]['sources']} sources" for s in ("validation", "test") if s in res["v4"])
+    return (table(["measure", "target", "v4, validation", "v4, test", "v3 thresholds, test"], rows)
+            + f"\n{sizes}. `{res['command']}`\n")
 
 
 # --- the speeds ---------------------------------------------------------------------------
@@ -321,8 +358,14 @@ def headline() -> str:
     """The README's few rows, each linked to the page that says how it was measured."""
     t = two_core()
     h200 = {(r["backend"], r["plan"]): statistics.median(v[0] for v in r["starts"].values()) for r in h200_rows()}
-    rows = [[m, v, "[model card](docs/model/card.md#evaluation)"] for m, v, _ in model_numbers()
-            if not m.startswith(("Clean real", "Real noisy"))]
+    res = json.loads(JUDGEMENT.read_text())["v4"]
+    test = res.get("test", res["validation"])
+    where = "test" if "test" in res else "validation"
+    card = "[model card](docs/model/card.md#version-4-against-version-3s-decisions)"
+    rows = [[f"{name} ({where}, {test['clips']} clips)", read(test), card] for name, _, read in JUDGEMENT_ROWS
+            if not name.startswith(("category is", "noise ladders", "the same"))]
+    rows += [[m, v, "[model card](docs/model/card.md#evaluation)"] for m, v, _ in model_numbers()
+             if m.startswith("INT8")]
     rows.append(["`vqa score` of a 10 s 1080p clip on 2 cores",
                  f"{t['command_s']:.2f} s ({t['command_ratio']:.2f}x decoding every frame)",
                  "[Performance](docs/performance/index.md)"])
@@ -347,6 +390,7 @@ def generated() -> dict[str, str]:
         "model-numbers.md": model_table(),
         "modules.md": modules(),
         "manifest.md": manifest_blocks(),
+        "judgement.md": judgement_table(),
         "performance-2core.md": two_core_table(),
         "performance-h200.md": h200_table(),
     }

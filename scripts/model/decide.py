@@ -7,7 +7,7 @@ clips' per-frame VMAF, and the frame results the pipeline handed to aggregate).
 
     python scripts/model/decide.py fit --val V4/val --manifest models/vqa.json --out RESULTS/fit.json
     python scripts/model/decide.py measure --val V4/val --test V4/test --decision v4=models/vqa.json \\
-        --decision v3=OLD_VQA_JSON --out RESULTS/targets.json
+        --decision v3=OLD_VQA_JSON --out docs/model/results/judgement-v4/targets.json
 
 The rules, fixed before any test clip was scored:
 
@@ -62,6 +62,23 @@ def load(folder: Path) -> list[dict]:
         if c["family"] != "real":
             steps[c["seed"]] = steps.get(c["seed"], 0) + 1
     return [c for c in out if c["family"] == "real" or steps[c["seed"]] == whole]
+
+
+def load_all(folders: list[Path]) -> list[dict]:
+    """Several folders' clips together. Ladders made in different folders share seeds (and keys)
+    but not their pictures, so each folder's seeds are kept apart; a real picture, the same file
+    in every folder that holds it, counts once."""
+    out: list[dict] = []
+    seen: set[str] = set()
+    for i, folder in enumerate(folders):
+        for c in load(folder):
+            if c["family"] == "real":
+                if c["key"] not in seen:
+                    seen.add(c["key"])
+                    out.append(c)
+            else:
+                out.append({**c, "seed": f"{i}:{c['seed']}"})
+    return out
 
 
 def label(clip: dict, head: str) -> int:
@@ -213,7 +230,7 @@ def fit_penalties(clips: list[dict], decision: agg.Decision) -> tuple[agg.Penalt
 def fit(a) -> None:
     manifest = json.loads(a.manifest.read_text())
     decision = agg.Decision.from_manifest(manifest["decision"])
-    clips = [c for d in a.val for c in load(d)]
+    clips = load_all(a.val)
     chosen = choose_thresholds(clips, decision)
     alone = chosen.pop("dark_luma_alone")
     decision = replace(with_thresholds(decision, {k: v["threshold"] for k, v in chosen.items()}),
@@ -222,7 +239,7 @@ def fit(a) -> None:
         0.0, 0.0, agg.Curve((0.0, 255.0), (0.0, 0.0)), agg.Curve((0.0, 255.0), (0.0, 0.0)))))
     decision = replace(decision, penalties=pen)
     manifest["decision"] = decision.to_manifest()
-    res = {"command": "python scripts/model/decide.py fit " + " ".join(str(x) for x in a.argv),
+    res = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv),
            "validation_clips": len(clips), "sources": len({c["source"] for c in clips}),
            "thresholds": chosen, "penalty_frames": report, "decision": decision.to_manifest()}
     text = json.dumps(res, indent=1)
@@ -306,8 +323,8 @@ def measure_set(clips: list[dict], decision: agg.Decision) -> dict:
 
 
 def measure(a) -> None:
-    sets = {"validation": [c for d in a.val for c in load(d)], "test": [c for d in a.test for c in load(d)]}
-    res: dict = {"command": "python scripts/model/decide.py measure " + " ".join(str(x) for x in a.argv)}
+    sets = {"validation": load_all(a.val), "test": load_all(a.test)}
+    res: dict = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv)}
     for item in a.decision:
         name, path = item.split("=", 1)
         dec = agg.Decision.from_manifest(json.loads(Path(path).read_text())["decision"]) if name != "v3" else \

@@ -14,7 +14,7 @@ _DECISION = load_model_spec().decision
 
 
 def category(score: float) -> str:
-    return _category(score, 0.0, _DECISION)
+    return _category(score, _DECISION)
 
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.mp4"
