@@ -98,7 +98,9 @@ class Decision:
       the one before; ``min_frozen_frames``: repeats in a row that make a frozen stretch.
     - ``dark_luma_mean``, ``dark_luma_p98`` (None: no bound): the most luma with which the dark
       head may speak; ``dark_luma_alone``: a frame this dark (mean luma) is dark whatever the
-      head says; ``over_luma_p98``, ``over_luma_mean``: the least with which the
+      head says; ``dark_luma_p50_alone`` (None: no such rule): a frame whose median luma is at
+      most this is dark whatever the head says (a dim scene with a few bright lights has a
+      median far under its mean); ``over_luma_p98``, ``over_luma_mean``: the least with which the
       overexposed head may (either bound suffices).
     """
 
@@ -114,6 +116,7 @@ class Decision:
     dark_luma_mean: float
     dark_luma_p98: float | None
     dark_luma_alone: float
+    dark_luma_p50_alone: float | None
     over_luma_p98: float
     over_luma_mean: float
 
@@ -138,6 +141,8 @@ class Decision:
             dark_luma_mean=float(block["dark"]["luma_mean_max"]),
             dark_luma_p98=None if block["dark"]["luma_p98_max"] is None else float(block["dark"]["luma_p98_max"]),
             dark_luma_alone=float(block["dark"]["luma_mean_alone"]),
+            dark_luma_p50_alone=None if block["dark"].get("luma_p50_alone") is None
+            else float(block["dark"]["luma_p50_alone"]),
             over_luma_p98=float(block["overexposed"]["luma_p98_min"]),
             over_luma_mean=float(block["overexposed"]["luma_mean_min"]))
         bounds = [b for b, _ in decision.category_thresholds]
@@ -156,7 +161,9 @@ class Decision:
             "black": {"luma_mean_max": self.black_luma_mean, "luma_p98_max": self.black_luma_p98},
             "frozen": {"thumb_mad_max": self.freeze_mad, "min_frames": self.min_frozen_frames},
             "dark": {"luma_mean_max": self.dark_luma_mean, "luma_p98_max": self.dark_luma_p98,
-                     "luma_mean_alone": self.dark_luma_alone},
+                     "luma_mean_alone": self.dark_luma_alone,
+                     # written only when set: a manifest without the rule round-trips unchanged
+                     **({} if self.dark_luma_p50_alone is None else {"luma_p50_alone": self.dark_luma_p50_alone})},
             "overexposed": {"luma_p98_min": self.over_luma_p98, "luma_mean_min": self.over_luma_mean},
         }
 
@@ -337,6 +344,7 @@ def assess(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decis
     probs = 1.0 / (1.0 + np.exp(-outputs[:, 1:]))
     mean = np.array([f.stats.luma_mean for f in frames], np.float64)
     p98 = np.array([f.stats.luma_p98 for f in frames], np.float64)
+    p50 = np.array([np.inf if f.stats.luma_p50 is None else f.stats.luma_p50 for f in frames], np.float64)
     black = _black(frames, d)
     dark = (mean <= d.dark_luma_mean) & (p98 <= (255.0 if d.dark_luma_p98 is None else d.dark_luma_p98))
     allowed = {"dark": dark, "overexposed": (p98 >= d.over_luma_p98) | (mean >= d.over_luma_mean)}
@@ -350,6 +358,8 @@ def assess(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decis
         flags = (probs[:, k] >= d.defect_probability[kind]) & allowed.get(kind, np.ones(n, bool))
         if kind == "dark":
             flags |= mean <= d.dark_luma_alone
+            if d.dark_luma_p50_alone is not None:
+                flags |= p50 <= d.dark_luma_p50_alone
         flags &= ~black
         runs = _stretches(flags, min_frames)
         defects += _segments(runs, probs[:, k], spans, kind)

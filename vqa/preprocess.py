@@ -62,6 +62,7 @@ class FrameStats:
     luma_p98: float  # 98th percentile of luma, 0..255
     thumb: np.ndarray | None  # THUMB-sized uint8 grey image
     mad_prev: float | None = None  # thumbnail difference to the frame read just before it
+    luma_p50: float | None = None  # median luma, 0..255 (None: not measured)
 
 
 def working_scale(height: int, width: int, geometry: Geometry = TRAINING) -> float:
@@ -220,7 +221,8 @@ def frame_stats(rgb: np.ndarray) -> FrameStats:
         rgb = np.ascontiguousarray(rgb)
     grey = np.ascontiguousarray(cv2.cvtColor(rgb[::4], cv2.COLOR_RGB2GRAY)[:, ::4])
     counts = np.bincount(grey.ravel(), minlength=256)
-    p98 = int(np.searchsorted(np.cumsum(counts), 0.98 * grey.size))
+    cumulative = np.cumsum(counts)
+    p50, p98 = np.searchsorted(cumulative, (0.5 * grey.size, 0.98 * grey.size))
     mean = float(counts @ np.arange(256) / grey.size)
     thumb = cv2.resize(grey, THUMB, interpolation=cv2.INTER_AREA)
-    return FrameStats(mean, float(p98), thumb)
+    return FrameStats(mean, float(p98), thumb, luma_p50=float(p50))

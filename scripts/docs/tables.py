@@ -8,6 +8,9 @@ vqa.report), every command's flags (the click commands and ScoreOptions), the mo
 The pages include the files of docs/_generated/ (pymdownx.snippets), and the README holds its
 headline table between two markers, so a page that disagrees with the code is a failing check
 (tests/test_docs.py), not a stale sentence. It imports the installed vqa, as any user would.
+
+Long because every generated table lives here, one function each: a number on any page has one
+maker, and the README's headline rows read the same files as the pages they link to.
 """
 from __future__ import annotations
 
@@ -235,7 +238,23 @@ def model_table() -> str:
               "version 3's decision block (4.0.0 keeps 3.0.0's network).\n")
 
 
-JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "targets.json"
+# decide.py measure's output; its first decision is the shipped one, the others are compared on
+# test. Beside it: int8.json (decide.py int8) and resolution.json (evaluate.py local).
+JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05" / "targets.json"
+# the first draw of 4.0.0's sets (every photo of the low-light folder counted as low light)
+JUDGEMENT_FIRST = ROOT / "docs" / "model" / "results" / "judgement-v4" / "targets.json"
+
+
+def _low_light(t: dict, whole_folder: bool) -> str:
+    """Low-light photos found dark. A file from before the photos were told apart by scene
+    counts the whole folder under ``low_light_found_dark``."""
+    by_scene = "low_light_folder_found_dark" in t
+    if not by_scene and not whole_folder:
+        return ""
+    found = t["low_light_folder_found_dark" if by_scene and whole_folder else "low_light_found_dark"]
+    return f"{100 * found['share']:.0f}% of {found['clips']}"
+
+
 # issue 32's targets: (measure, goal, how to read it from decide.py measure's output for one set)
 JUDGEMENT_ROWS: list[tuple[str, str, Any]] = [
     ("score against VMAF, SRCC, every family with a reference", ">= 0.80",
@@ -248,24 +267,43 @@ JUDGEMENT_ROWS: list[tuple[str, str, Any]] = [
     ("clean real pictures given a defect", "<= 5%",
      lambda t: "{flagged} of {clips} ({p:.1f}%)".format(p=100 * t["clean_real_with_a_defect"]["share"],
                                                           **t["clean_real_with_a_defect"])),
-    ("real low-light photos found dark", ">= 75%",
-     lambda t: f"{100 * t['low_light_found_dark']['share']:.0f}% of {t['low_light_found_dark']['clips']}"),
+    ("photos of low-light scenes found dark", ">= 75%", lambda t: _low_light(t, whole_folder=False)),
     ("real defects (blur, noise, dark), pooled F1", ">= 0.92", lambda t: f"{t['real_defects_f1']['pooled']:.3f}"),
     ("noise ladders strictly falling from the clean clip", ">= 90%",
      lambda t: f"{100 * t['noise_ladders_falling']:.0f}%"),
+    ("every photo of the low-light folder found dark, daylight photos too", "", lambda t: _low_light(t, True)),
 ]
 
 
+def judgement_decisions(res: dict) -> list[str]:
+    """The decisions a targets file measured, the shipped one first."""
+    return [k for k in res if k != "command"]
+
+
 def judgement_table() -> str:
-    """Issue 32's targets for version 4 on validation and test, and version 3's thresholds on test."""
+    """Issue 32's targets: the shipped decisions on validation and test, the earlier ones on test,
+    and the first draw of test; then the targets to keep, for the shipped decisions."""
     res = json.loads(JUDGEMENT.read_text())
-    sets = [("v4", "validation"), ("v4", "test"), ("v3", "test")]
-    rows = [[name, goal, *(read(res[d][s]) if s in res.get(d, {}) else "" for d, s in sets)]
-            for name, goal, read in JUDGEMENT_ROWS]
-    sizes = ", ".join(f"{s}: {res['v4'][s]['clips']} clips, {res['v4'][s]['ladders']} ladders, "
-                      f"{res['v4'][s]['sources']} sources" for s in ("validation", "test") if s in res["v4"])
-    return (table(["measure", "target", "v4, validation", "v4, test", "v3 thresholds, test"], rows)
-            + f"\n{sizes}. `{res['command']}`\n")
+    first = json.loads(JUDGEMENT_FIRST.read_text())
+    shipped, *earlier = judgement_decisions(res)
+    columns = [(f"{shipped}, validation", res[shipped].get("validation")), (f"{shipped}, test", res[shipped]["test"]),
+               *((f"{d}, test", res[d].get("test")) for d in earlier),
+               (f"{shipped}, test, first draw", first["v4"]["test"])]
+    rows = [[name, goal, *("" if t is None else read(t) for _, t in columns)] for name, goal, read in JUDGEMENT_ROWS]
+    blank = ["" for _ in columns[2:]]
+    int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())
+    rows.append(["INT8 against FP32, mean / max points (keep)", "<= 0.5 / <= 2",
+                 *(f"{int8[s]['mean_abs_score_diff']:.2f} / {int8[s]['max_abs_score_diff']:.1f}" if s in int8 else ""
+                   for s in ("validation", "test")), *blank])
+    spread = json.loads((JUDGEMENT.parent / "resolution.json").read_text())["resolution"]
+    photos = {k: v for k, v in spread.items() if "/" in k}  # the real photos (the drawn pictures aside)
+    rows.append([f"one real photo at 720p, 1080p and 2160p, largest spread of {len(photos)} (keep)", "<= 3",
+                 "", f"{max(v['spread'] for v in photos.values()):.1f}", *blank])
+    sizes = "; ".join(f"{s}: {res[shipped][s]['clips']} clips, {res[shipped][s]['ladders']} ladders, "
+                      f"{res[shipped][s]['sources']} sources" for s in ("validation", "test") if s in res[shipped])
+    f = first["v4"]["test"]
+    sizes += f"; first draw of test: {f['clips']} clips, {f['ladders']} ladders, {f['sources']} sources"
+    return (table(["measure", "target", *(c for c, _ in columns)], rows) + f"\n{sizes}. `{res['command']}`\n")
 
 
 # --- the speeds ---------------------------------------------------------------------------
@@ -358,14 +396,16 @@ def headline() -> str:
     """The README's few rows, each linked to the page that says how it was measured."""
     t = two_core()
     h200 = {(r["backend"], r["plan"]): statistics.median(v[0] for v in r["starts"].values()) for r in h200_rows()}
-    res = json.loads(JUDGEMENT.read_text())["v4"]
+    every = json.loads(JUDGEMENT.read_text())
+    res = every[judgement_decisions(every)[0]]
     test = res.get("test", res["validation"])
     where = "test" if "test" in res else "validation"
     card = "[model card](docs/model/card.md#version-4-against-version-3s-decisions)"
     rows = [[f"{name} ({where}, {test['clips']} clips)", read(test), card] for name, _, read in JUDGEMENT_ROWS
-            if not name.startswith(("category is", "noise ladders", "the same"))]
-    rows += [[m, v, "[model card](docs/model/card.md#evaluation)"] for m, v, _ in model_numbers()
-             if m.startswith("INT8")]
+            if not name.startswith(("category is", "noise ladders", "the same", "every photo"))]
+    int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())[where]
+    rows.append([f"INT8 against FP32, points of score, mean / max ({where}, {int8['clips']} clips)",
+                 f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}", card])
     rows.append(["`vqa score` of a 10 s 1080p clip on 2 cores",
                  f"{t['command_s']:.2f} s ({t['command_ratio']:.2f}x decoding every frame)",
                  "[Performance](docs/performance/index.md)"])

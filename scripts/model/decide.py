@@ -6,6 +6,8 @@ Input: folders that ``judgement.py make`` and ``judgement.py score`` filled (cli
 clips' per-frame VMAF, and the frame results the pipeline handed to aggregate).
 
     python scripts/model/decide.py fit --val V4/val --manifest models/vqa.json --out RESULTS/fit.json
+    python scripts/model/decide.py fit --dark-only --val V4/val ...   # the dark rule alone
+    python scripts/model/decide.py int8 --val V4/val --test V4/test --out RESULTS/int8.json  # after score --precision int8
     python scripts/model/decide.py measure --val V4/val --test V4/test --decision v4=models/vqa.json \\
         --decision v3=OLD_VQA_JSON --out docs/model/results/judgement-v4/targets.json
 
@@ -13,11 +15,12 @@ The rules, fixed before any test clip was scored:
 
 - **Labels.** Ladder clips of a family are positives of its defect (blur and noise from their
   second level, compression and low resolution from their third, dark and overexposed at every
-  level); clean ladders and the clean real pictures are negatives of every defect; the real
-  low-light photos are dark, the PolyU noisy halves noise. Everything else is left out of that
-  defect's count (a blurred clip may fairly be called low resolution).
-- **Thresholds.** Per head (for dark, jointly with the mean luma under which a frame is dark
-  whatever the head says), five folds grouped by source: in each, the threshold with the best
+  level); clean ladders and the clean real pictures are negatives of every defect; the photos
+  of low-light scenes are dark (judgement.LOW_LIGHT_SCENES, picked by eye; the daylight photos
+  of that folder count for nothing), the PolyU noisy halves noise. Everything else is left out
+  of that defect's count (a blurred clip may fairly be called low resolution).
+- **Thresholds.** Per head (for dark, jointly with the mean luma and the median luma under
+  which a frame is dark whatever the head says), five folds grouped by source: in each, the threshold with the best
   F1 on the other four folds (of a tie, the middle one); the head gets the median of the five. The out-of-fold F1 is
   reported beside it.
 - **Penalties**, on validation ladder frames inside a reported segment, the network's score
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from judgement import FPS, LADDERS
+from judgement import FPS, LADDERS, real_kind
 from train import f1, srcc
 
 from vqa import aggregate as agg
@@ -85,9 +88,11 @@ def label(clip: dict, head: str) -> int:
     """1 positive, 0 negative, -1 left out (the module's rules)."""
     fam = clip["family"]
     if fam == "real":
-        kind = clip["real"]
+        kind = real_kind(clip["source"], clip["real"])
         if kind == "clean":
             return 0
+        if kind == "daylight":
+            return -1
         return int({"low_light": "dark", "noisy": "noise"}[kind] == head) or -1
     if fam == "clean":
         return 0
@@ -103,16 +108,20 @@ def with_thresholds(decision: agg.Decision, probs: dict[str, float]) -> agg.Deci
 
 
 ALONE = (0.0, 20.0, 30.0, 40.0, 45.0, 50.0, 55.0, 60.0)  # dark_luma_alone's candidates
+MEDIAN_ALONE = (None, 20.0, 30.0, 40.0, 45.0, 50.0, 60.0)  # dark_luma_p50_alone's (None: no rule)
 
 
 def evidence(clip: dict, decision: agg.Decision) -> dict:
     """Per head, the threshold at which the clip would first report that defect: the largest
     probability that two frames in a row reach, on frames the head may speak for; for dark,
-    one such number for each ``ALONE`` bound (a frame under it counts as certain)."""
+    one such number for each pair of bounds (ALONE on the mean luma, MEDIAN_ALONE on the
+    median): a frame under either counts as certain."""
     fr, plan, duration = clip["frames"]
-    opened = replace(with_thresholds(decision, {k: 0.0 for k in MODEL_DEFECTS}), dark_luma_alone=0.0)
+    opened = replace(with_thresholds(decision, {k: 0.0 for k in MODEL_DEFECTS}), dark_luma_alone=0.0,
+                     dark_luma_p50_alone=None)
     a = agg.assess(fr, plan, duration, opened)
     mean = np.array([f.stats.luma_mean for f in fr])
+    median = np.array([np.inf if f.stats.luma_p50 is None else f.stats.luma_p50 for f in fr])
 
     def pairs(p: np.ndarray) -> float:
         pair = np.minimum(p[:-1], p[1:]) if len(p) > 1 else p
@@ -123,7 +132,8 @@ def evidence(clip: dict, decision: agg.Decision) -> dict:
         p = np.where(a.covered[kind], a.probability[:, k], 0.0)  # frames allowed and not black
         out[kind] = pairs(p)
         if kind == "dark":
-            out["dark_alone"] = [pairs(np.where((mean <= b) & ~a.black, 1.0, p)) for b in ALONE]
+            out["dark_alone"] = [[pairs(np.where(((mean <= b) | (median <= (-1 if q is None else q))) & ~a.black,
+                                                 1.0, p)) for q in MEDIAN_ALONE] for b in ALONE]
     return out
 
 
@@ -141,26 +151,34 @@ def choose_thresholds(clips: list[dict], decision: agg.Decision, folds: int = 5)
     ev = [evidence(c, decision) for c in clips]
     out: dict = {}
     lab = np.array([label(c, "dark") for c in clips])
-    grid = [(b, t) for b in range(len(ALONE)) for t in GRID]
+    dark = np.array([e["dark_alone"] for e in ev])  # (clips, ALONE, MEDIAN_ALONE)
+    grid = [(b, q, t) for b in range(len(ALONE)) for q in range(len(MEDIAN_ALONE)) for t in GRID]
 
-    def dark_f1(rows: np.ndarray, b: int, t: float) -> float:
-        return f1(np.array([ev[i]["dark_alone"][b] >= t for i in rows]), lab[rows])
+    def dark_f1(rows: np.ndarray, b: int, q: int, t: float) -> float:
+        return f1(dark[rows, b, q] >= t, lab[rows])
 
     picks_d, oof_d = [], np.zeros(len(clips), bool)
     for k in range(folds):
         train, held = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
-        scores = np.array([dark_f1(train, b, t) for b, t in grid])
+        scores = np.array([dark_f1(train, b, q, t) for b, q, t in grid])
         best = np.flatnonzero(scores >= scores.max() - 1e-9)
-        b, t = grid[best[len(best) // 2]]
-        picks_d.append((ALONE[b], float(t)))
-        oof_d[held] = [ev[i]["dark_alone"][b] >= t for i in held]
+        b, q, t = grid[best[len(best) // 2]]
+        picks_d.append((ALONE[b], MEDIAN_ALONE[q], float(t)))
+        oof_d[held] = dark[held, b, q] >= t
     alone = float(np.median([p[0] for p in picks_d]))
-    t_dark = float(np.median([p[1] for p in picks_d]))
+    medians = [p[1] for p in picks_d]
+    # the median bound: the fold majority's "no rule", else the median of the folds' bounds
+    median = None if sum(m is None for m in medians) > folds // 2 else \
+        float(np.median([m for m in medians if m is not None]))
+    t_dark = float(np.median([p[2] for p in picks_d]))
     b = ALONE.index(min(ALONE, key=lambda x: abs(x - alone)))
+    q = MEDIAN_ALONE.index(median if median is None else
+                           min((m for m in MEDIAN_ALONE if m is not None), key=lambda x: abs(x - median)))
     out["dark_luma_alone"] = ALONE[b]
-    dark_report = {"threshold": t_dark, "luma_mean_alone": ALONE[b], "fold_choices": picks_d,
-                   "f1_out_of_fold": f1(oof_d, lab),
-                   "f1_validation": f1(np.array([e["dark_alone"][b] >= t_dark for e in ev]), lab),
+    out["dark_luma_p50_alone"] = MEDIAN_ALONE[q]
+    dark_report = {"threshold": t_dark, "luma_mean_alone": ALONE[b], "luma_p50_alone": MEDIAN_ALONE[q],
+                   "fold_choices": picks_d, "f1_out_of_fold": f1(oof_d, lab),
+                   "f1_validation": f1(dark[:, b, q] >= t_dark, lab),
                    "positives": int((lab == 1).sum()), "negatives": int((lab == 0).sum())}
     for head in MODEL_DEFECTS:
         if head == "dark":
@@ -232,16 +250,21 @@ def fit(a) -> None:
     decision = agg.Decision.from_manifest(manifest["decision"])
     clips = load_all(a.val)
     chosen = choose_thresholds(clips, decision)
-    alone = chosen.pop("dark_luma_alone")
+    alone, median = chosen.pop("dark_luma_alone"), chosen.pop("dark_luma_p50_alone")
+    if a.dark_only:  # the dark rule only; every other number stays as the manifest has it
+        chosen = {"dark": chosen["dark"]}
     decision = replace(with_thresholds(decision, {k: v["threshold"] for k, v in chosen.items()}),
-                       dark_luma_alone=alone)
-    pen, report = fit_penalties(clips, replace(decision, penalties=agg.Penalties(
-        0.0, 0.0, agg.Curve((0.0, 255.0), (0.0, 0.0)), agg.Curve((0.0, 255.0), (0.0, 0.0)))))
-    decision = replace(decision, penalties=pen)
+                       dark_luma_alone=alone, dark_luma_p50_alone=median)
+    report: dict = {}
+    if not a.dark_only:
+        pen, report = fit_penalties(clips, replace(decision, penalties=agg.Penalties(
+            0.0, 0.0, agg.Curve((0.0, 255.0), (0.0, 0.0)), agg.Curve((0.0, 255.0), (0.0, 0.0)))))
+        decision = replace(decision, penalties=pen)
     manifest["decision"] = decision.to_manifest()
     res = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv),
            "validation_clips": len(clips), "sources": len({c["source"] for c in clips}),
-           "thresholds": chosen, "penalty_frames": report, "decision": decision.to_manifest()}
+           "thresholds": chosen, "penalty_frames": report if report else "kept (--dark-only)",
+           "decision": decision.to_manifest()}
     text = json.dumps(res, indent=1)
     if a.write:  # the manifest and the record of how its block was chosen, together
         a.manifest.write_text(json.dumps(manifest, indent=2) + "\n")
@@ -287,11 +310,16 @@ def measure_set(clips: list[dict], decision: agg.Decision) -> dict:
     flagged = [(c["source"], sorted(r[2])) for c, r, x in zip(clips, recs, clean) if x and r[2]]
     out["clean_real_with_a_defect"] = {"clips": int(clean.sum()), "flagged": len(flagged),
                                        "share": len(flagged) / max(1, int(clean.sum())), "which": flagged}
-    low = real == "low_light"
-    out["low_light_found_dark"] = {"clips": int(low.sum()),
-                                   "share": float(np.mean([("dark" in r[2]) for r, x in zip(recs, low) if x]))
-                                   if low.any() else None,
-                                   "scores": [float(s) for s, x in zip(score, low) if x]}
+    kind = np.array([real_kind(c["source"], c["real"]) if c["family"] == "real" else "" for c in clips])
+
+    def found_dark(which: np.ndarray) -> dict:
+        return {"clips": int(which.sum()),
+                "share": float(np.mean([("dark" in r[2]) for r, x in zip(recs, which) if x])) if which.any() else None,
+                "scores": {c["source"]: float(s) for c, s, x in zip(clips, score, which) if x}}
+
+    out["low_light_found_dark"] = found_dark(kind == "low_light")
+    out["daylight_of_low_light_folder_found_dark"] = found_dark(kind == "daylight")
+    out["low_light_folder_found_dark"] = found_dark((kind == "low_light") | (kind == "daylight"))
     pooled_pred, pooled_lab, per = [], [], {}
     for head in ("blur", "noise", "dark"):
         lab = np.array([label(c, head) for c in clips])
@@ -337,6 +365,34 @@ def measure(a) -> None:
     print(text)
 
 
+def int8(a) -> None:
+    """INT8 against FP32 under the manifest's decisions: each clip's two records, from the frame
+    results ``judgement.py score`` and ``score --precision int8`` kept of the same files."""
+    decision = agg.Decision.from_manifest(json.loads(a.manifest.read_text())["decision"])
+    res: dict = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv)}
+    for name, folders in (("validation", a.val), ("test", a.test)):
+        rows = []
+        for folder in folders:
+            fp32 = {c["file"]: c for c in load(folder)}
+            low = pickle.loads((folder / "int8_frames.pkl").read_bytes())
+            for file in sorted(set(fp32) & set(low)):
+                s32, c32, _ = agg.aggregate(*fp32[file]["frames"], decision)
+                s8, c8, _ = agg.aggregate(*low[file], decision)
+                rows.append((file, fp32[file]["family"], s32, s8, c32 == c8))
+        if not rows:
+            continue
+        d = np.array([abs(r[2] - r[3]) for r in rows])
+        res[name] = {"clips": len(rows), "mean_abs_score_diff": float(d.mean()), "max_abs_score_diff": float(d.max()),
+                     "same_category": float(np.mean([r[4] for r in rows])),
+                     "largest": [{"file": r[0], "family": r[1], "fp32": r[2], "int8": r[3]}
+                                 for r in sorted(rows, key=lambda r: -abs(r[2] - r[3]))[:10]]}
+    text = json.dumps(res, indent=1)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text + "\n")
+    print(text)
+
+
 def v3_decision(manifest: Path) -> agg.Decision:
     """Version 3's thresholds under v4's rules with no penalties: the score as v3 gave it (black
     frames that make a segment aside). v3's category caps are not v4's rule, so are not measured."""
@@ -356,6 +412,8 @@ def main() -> None:
     f.add_argument("--manifest", type=Path, default=Path("models/vqa.json"))
     f.add_argument("--write", action="store_true",
                    help="write the decision block into the manifest, and the fit beside it (judgement.json)")
+    f.add_argument("--dark-only", action="store_true",
+                   help="choose the dark rule (threshold, mean and median luma bounds) and keep the rest of the block")
     f.add_argument("--out", type=Path, default=None)
     m = sub.add_parser("measure", help="issue 32's targets on validation and test, side by side")
     m.add_argument("--val", type=Path, nargs="*", default=[])
@@ -363,9 +421,15 @@ def main() -> None:
     m.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST",
                    help="v3=MANIFEST reads a version 3 manifest (its thresholds, no penalties)")
     m.add_argument("--out", type=Path, default=None)
+    q = sub.add_parser("int8", help="INT8 against FP32 records under the manifest's decisions")
+    q.add_argument("--val", type=Path, nargs="*", default=[],
+                   help="folders scored twice: judgement.py score, and score --precision int8")
+    q.add_argument("--test", type=Path, nargs="*", default=[])
+    q.add_argument("--manifest", type=Path, default=Path("models/vqa.json"))
+    q.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     a.argv = sys.argv[1:]
-    {"fit": fit, "measure": measure}[a.step](a)
+    {"fit": fit, "measure": measure, "int8": int8}[a.step](a)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,9 @@ def write(path: Path, frames: np.ndarray, quality: float = 0.92) -> Path:
     return path
 
 
+PARTS = ("real", "resolution", "frozen_black", "pytorch")
+
+
 def local_metrics(a) -> dict:
     report: dict = {}
     tmp = Path(tempfile.mkdtemp(prefix="vqa-eval-"))
@@ -189,6 +192,28 @@ def local_metrics(a) -> dict:
         return r
 
     # 1. Clean real photos and a real clip: false defects.
+    if "real" in a.parts:
+        report["real_clean"] = real_clean(a, tmp, both)
+    # 2. The same picture at 720p, 1080p and 2160p
+    if "resolution" in a.parts:
+        report["resolution"] = resolution(a, tmp, both)
+    # 3. Frozen and black, measured from frames
+    if "frozen_black" in a.parts:
+        report["frozen_black"] = frozen_black(a, tmp, both)
+    # 4. Test clips that came back from the GPU machine: OpenVINO against the PyTorch records there.
+    if "pytorch" in a.parts and a.test_clips and a.test_records:
+        report["openvino_vs_pytorch"] = openvino_vs_pytorch(a, both)
+    if pairs:
+        d = np.abs(np.diff(np.array(pairs), axis=1))
+        report["int8_vs_fp32"] = {"clips": len(pairs), "mean_abs_score_diff": float(d.mean()),
+                                  "max_abs_score_diff": float(d.max())}
+        print(json.dumps(report["int8_vs_fp32"], indent=1), flush=True)
+        int8.close()
+    fp32.close()
+    return report
+
+
+def real_clean(a, tmp: Path, both) -> dict:
     rows = {}
     for name, im in real_photos().items():
         r = both(write(tmp / f"real_{name}.mp4", pan_clip(im)))
@@ -199,17 +224,19 @@ def local_metrics(a) -> dict:
     r = both(bikes)
     rows["bikes (real clip)"] = {"score": round(r.score, 1), "category": r.category,
                                  "defects": sorted(defect_types(r)), "size": f"{r.video.width}x{r.video.height}"}
-    report["real_clean"] = {
+    out = {
         "clips": len(rows), "clips_with_any_defect": sum(bool(v["defects"]) for v in rows.values()),
         "shallow_dof": list(SHALLOW_DOF),
         "shallow_dof_reported_blur": sum("blur" in rows[n]["defects"] for n in SHALLOW_DOF),
         "score_min": min(v["score"] for v in rows.values()), "score_max": max(v["score"] for v in rows.values()),
         "per_clip": rows}
-    print(json.dumps(report["real_clean"], indent=1), flush=True)
+    print(json.dumps(out, indent=1), flush=True)
+    return out
 
-    # 2. The same picture at 720p, 1080p and 2160p: drawn once at 2160p, or a real test photo
-    # (a 16:9 centre crop of the original, Lanczos-enlarged to 2160p as a camera's soft 4K frame
-    # is), area-shrunk to the others.
+
+def resolution(a, tmp: Path, both) -> dict:
+    """Drawn once at 2160p, or a real test photo (a 16:9 centre crop of the original,
+    Lanczos-enlarged to 2160p as a camera's soft 4K frame is), area-shrunk to the others."""
     sizes = ((1280, 720), (1920, 1080), (3840, 2160))
     res = {}
     makers = [("dead_leaves", lambda w, h: dead_leaves(w, h)),
@@ -228,10 +255,12 @@ def local_metrics(a) -> dict:
             flags.append(sorted(defect_types(r)))
         res[name] = {"sizes": [f"{w}x{h}" for w, h in sizes], "scores": scores, "defects": flags,
                      "spread": round(max(scores) - min(scores), 1)}
-    report["resolution"] = res
     print(json.dumps(res, indent=1), flush=True)
+    return res
 
-    # 3. Frozen and black, measured from frames: test stills, clean / frozen / black.
+
+def frozen_black(a, tmp: Path, both) -> dict:
+    """Test stills, clean / frozen / black."""
     stills = sorted((a.content / "stills").glob("*.webp"))[:: max(1, len(list((a.content / "stills").glob("*"))) // 12)][:12]
     truth, found, flagged = {"frozen": [], "black": []}, {"frozen": [], "black": []}, 0
     rng = np.random.default_rng(7)
@@ -249,33 +278,28 @@ def local_metrics(a) -> dict:
                 truth[t].append(case == t)
                 found[t].append(t in types)
             flagged += case == "clean" and bool(types)
-    report["frozen_black"] = {t: f1(np.array(found[t]), np.array(truth[t], int)) for t in truth}
-    report["frozen_black"].update(clean_clips=len(stills), clean_clips_with_a_defect=flagged)
-    print(json.dumps(report["frozen_black"], indent=1), flush=True)
+    out = {t: f1(np.array(found[t]), np.array(truth[t], int)) for t in truth}
+    out.update(clean_clips=len(stills), clean_clips_with_a_defect=flagged)
+    print(json.dumps(out, indent=1), flush=True)
+    return out
 
-    # 4. Test clips that came back from the GPU machine: OpenVINO against the PyTorch records there.
-    if a.test_clips and a.test_records:
-        torch_scores = {json.loads(line)["file"]: json.loads(line)["score"]
-                        for line in Path(a.test_records).read_text().splitlines()}
-        gaps = []
-        for path in sorted(Path(a.test_clips).glob("test_*")):
-            if path.name in torch_scores:
-                gaps.append(abs(both(path).score - torch_scores[path.name]))
-        report["openvino_vs_pytorch"] = {"clips": len(gaps), "max_abs_score_diff": float(max(gaps)),
-                                         "mean_abs_score_diff": float(np.mean(gaps))}
-    if pairs:
-        d = np.abs(np.diff(np.array(pairs), axis=1))
-        report["int8_vs_fp32"] = {"clips": len(pairs), "mean_abs_score_diff": float(d.mean()),
-                                  "max_abs_score_diff": float(d.max())}
-        print(json.dumps(report["int8_vs_fp32"], indent=1), flush=True)
-        int8.close()
-    fp32.close()
-    return report
+
+def openvino_vs_pytorch(a, both) -> dict:
+    """OpenVINO here against the PyTorch records the GPU machine wrote for the same test clips."""
+    torch_scores = {json.loads(line)["file"]: json.loads(line)["score"]
+                    for line in Path(a.test_records).read_text().splitlines()}
+    gaps = []
+    for path in sorted(Path(a.test_clips).glob("test_*")):
+        if path.name in torch_scores:
+            gaps.append(abs(both(path).score - torch_scores[path.name]))
+    return {"clips": len(gaps), "max_abs_score_diff": float(max(gaps)), "mean_abs_score_diff": float(np.mean(gaps))}
 
 
 def macro_f1(report: dict) -> float | None:
     """Defect macro-F1 over the eight types: the six model defects from the labelled test set
     (targets.py's, else evaluate.py test's), frozen and black from the frames check."""
+    if "frozen_black" not in report:
+        return None
     if "targets" in report:
         six = list(report["targets"]["model_3"]["f1_six_model_defects"].values())
     elif "test" in report:
@@ -321,6 +345,8 @@ def main() -> None:
     lo.add_argument("--test-clips", type=Path, default=None, help="test clips that came back, for OpenVINO vs PyTorch")
     lo.add_argument("--out", type=Path, default=Path("models/metrics.json"))
     lo.add_argument("--photos", nargs="*", default=[], help="real test photos for the 720p/1080p/2160p check")
+    lo.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
+                    help="which checks to run (default: all); INT8 is compared on every clip they score")
     lo.add_argument("--targets", type=Path, default=None, help="scripts/model/targets.py's output, merged in")
     lo.add_argument("--training", type=Path, default=None,
                     help="train.py's val_metrics.json (the kept epoch, the data, the provenance), merged in")

@@ -11,7 +11,8 @@ Two sets per content split (``val`` chooses, ``test`` reports):
   pristine render, exposure counted, so a label is what the clip would get against its source.
 - **real**: every source of the split as it is (``make_dataset.real_specs``: the clean real
   pictures, the low-light photos, both halves of every PolyU pair); no VMAF, only what is
-  known of them (a low-light photo is dark, a PolyU noisy half is noisy, the rest are clean).
+  known of them (a photo of a low-light scene is dark, a PolyU noisy half is noisy, a daylight
+  photo of the low-light folder counts for nothing, the rest are clean; ``real_kind``).
 
 ``score`` runs ``vqa.Scorer`` over the clips and keeps the frame results the pipeline hands to
 ``vqa.aggregate.aggregate`` (the spy of threshold_test.py), so ``calibrate_v4.py`` can try
@@ -50,6 +51,21 @@ LADDERS: dict[str, list] = {
     "scale": [1.5, 2.0, 3.0, 4.0],  # down by this factor and back up
 }
 SEEDS = {"val": 20261205, "test": 20261206}
+# lowlight_zerodce holds DICM and LIME, test sets of low-light enhancement; DICM also holds
+# daylight photos (flowers, blue skies, backlit streets). These are the photos of the folder
+# that show a scene in low light (night, dusk, a dim interior), picked by looking at each one
+# (not by any statistic the detector uses); the others are "daylight" and count for no defect.
+LOW_LIGHT_SCENES = frozenset(
+    [f"DICM_{n:02d}" for n in (6, 13, 16, 17, 18, 19, 20, 22, 25, 26, 27, 28, 29, 30, 32, 33)]
+    + [f"LIME_{n}" for n in (1, 2, 3, 4, 6, 7, 8, 9)])
+
+
+def real_kind(source: str, made_as: str) -> str:
+    """What a real picture is known to show: ``low_light`` (a scene of LOW_LIGHT_SCENES),
+    ``daylight`` (another photo of the low-light folder), else what it was made as."""
+    if source.startswith("lowlight"):
+        return "low_light" if source.split("/")[-1] in LOW_LIGHT_SCENES else "daylight"
+    return made_as
 
 
 def stretch(share: float) -> slice:
@@ -122,9 +138,7 @@ def make_real(spec: dict) -> list[dict]:
     rng = np.random.default_rng(spec["seed"])
     clip = md.distorted_clip(spec, rng)
     source = md._SOURCES[spec["source"]]["id"]
-    kind = {"pair_noisy": "noisy", "pair_clean": "clean"}.get(spec["real"], "clean")
-    if source.startswith("lowlight"):
-        kind = "low_light"
+    kind = real_kind(source, {"pair_noisy": "noisy", "pair_clean": "clean"}.get(spec["real"], "clean"))
     key = f"real_{spec['seed']}{spec['real'].removeprefix('pair')}"
     return [{"key": key, "family": "real", "real": kind, "source": source, "seed": spec["seed"],
              "data": clip.data, "codec": spec["codec"]}]
@@ -167,7 +181,9 @@ def score(a) -> None:
     clips = [json.loads(line) for line in (a.data / "clips.jsonl").read_text().splitlines()]
     k, n = map(int, a.shard.split("/"))
     clips = clips[k::n]  # the K-th of N interleaved parts, so parts run side by side
-    frames_path = a.data / ("frames.pkl" if n == 1 else f"frames_{k}of{n}.pkl")
+    # another precision's results sit beside the default's, not among them (decide.py int8 compares them)
+    prefix = f"{a.precision}_" if a.precision else ""
+    frames_path = a.data / (f"{prefix}frames.pkl" if n == 1 else f"{prefix}frames_{k}of{n}.pkl")
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
     todo = [a.data / "clips" / c["file"] for c in clips if c["file"] not in done]
     earlier = dict(done)
@@ -175,7 +191,8 @@ def score(a) -> None:
     def keep(new: dict) -> None:
         frames_path.write_bytes(pickle.dumps({**earlier, **new}))
 
-    done.update(tt.capture_scores(todo, a.workers, None, a.backend, a.cores, keep=keep, skip_failed=True))
+    done.update(tt.capture_scores(todo, a.workers, None, a.backend, a.cores, keep=keep, skip_failed=True,
+                                  precision=a.precision))
     frames_path.write_bytes(pickle.dumps(done))
     print(f"{len(done)} clips' frame results in {frames_path}")
 
@@ -196,6 +213,8 @@ def main() -> None:
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--cores", type=int, default=None)
     s.add_argument("--backend", default=None, help="vqa's backend (default: the Scorer's, OpenVINO)")
+    s.add_argument("--precision", default=None,
+                   help="the Scorer's precision (int8: results go to int8_frames.pkl, beside the default's)")
     s.add_argument("--shard", default="0/1", metavar="K/N",
                    help="score the K-th of N interleaved parts into frames_KofN.pkl (parts run side by side)")
     a = ap.parse_args()

@@ -117,7 +117,8 @@ def load_clips(data: Path) -> list[dict]:
 
 
 def capture_scores(paths: list[Path], workers: int, model_dir: Path | None, backend: str | None = None,
-                   cores: int | None = None, keep=None, skip_failed: bool = False) -> dict[str, tuple]:
+                   cores: int | None = None, keep=None, skip_failed: bool = False,
+                   precision: str | None = None) -> dict[str, tuple]:
     """file name -> the (frames, plan, duration_s) the pipeline handed to aggregate. ``keep``:
     called with the results so far every 25 clips (a run stopped early keeps them);
     ``skip_failed``: a clip that fails is reported and left out instead of ending the run."""
@@ -133,6 +134,8 @@ def capture_scores(paths: list[Path], workers: int, model_dir: Path | None, back
             mod.aggregate = spy
     out = {}
     options = {"backend": backend} if backend else {}
+    if precision:
+        options["precision"] = precision
     with vqa.Scorer(model_dir=model_dir, workers=workers, worker_memory_mb=None, cores=cores, **options) as scorer:
         for n, p in enumerate(paths):
             before = len(captured)

@@ -93,4 +93,5 @@ def test_frame_stats_are_those_of_the_subsampled_frame(height, width):
         stats = frame_stats(rgb)
         assert stats.luma_mean == pytest.approx(float(grey.mean()), abs=1e-9)
         assert stats.luma_p98 == float(np.percentile(grey, 98, method="inverted_cdf"))
+        assert stats.luma_p50 == float(np.percentile(grey, 50, method="inverted_cdf"))
         assert np.array_equal(stats.thumb, cv2.resize(grey, THUMB, interpolation=cv2.INTER_AREA))

@@ -38,11 +38,11 @@ LOUD = 8.0
 
 
 def stats(*, luma: float = 120.0, p98: float = 200.0, thumb_seed: int | None = None,
-          thumb: np.ndarray | None = None) -> FrameStats:
+          thumb: np.ndarray | None = None, p50: float | None = None) -> FrameStats:
     if thumb is None:
         rng = np.random.default_rng(thumb_seed)
         thumb = rng.integers(0, 256, (THUMB[1], THUMB[0]), dtype=np.uint8)
-    return FrameStats(luma, p98, thumb)
+    return FrameStats(luma, p98, thumb, luma_p50=p50)
 
 
 BLACK = dict(luma=0.5, p98=2.0, thumb=np.zeros((THUMB[1], THUMB[0]), np.uint8))
@@ -52,7 +52,7 @@ BLACK = dict(luma=0.5, p98=2.0, thumb=np.zeros((THUMB[1], THUMB[0]), np.uint8))
 EXPOSURE = {"dark": dict(luma=(DECISION.dark_luma_alone + DECISION.dark_luma_mean) / 2, p98=120.0),
             "overexposed": dict(luma=200.0, p98=255.0)}
 # The shipped rules, except that no frame is dark by its luma alone (for tests of other rules on dim frames).
-HEAD_ONLY = dataclasses.replace(DECISION, dark_luma_alone=0.0)
+HEAD_ONLY = dataclasses.replace(DECISION, dark_luma_alone=0.0, dark_luma_p50_alone=None)
 
 
 def outputs(score: float = 70.0, **logits: float) -> np.ndarray:
@@ -526,6 +526,29 @@ def test_a_frame_dark_enough_is_dark_whatever_the_head_says():
     st = [stats(thumb_seed=i, luma=luma + 0.5, p98=150.0) for i in range(10)]
     _, _, defects = aggregate(frames_in_one_run([outputs(95.0)] * 10, st), one_run_plan(10, 1.0), 1.0)
     assert defects == []
+
+
+def test_a_dim_scene_is_dark_by_its_median_luma():
+    # A night street: most of the frame near black, a few lamps lift the mean over the mean bound.
+    # The rule is the fit's to choose (scripts/model/decide.py); here it is set by hand.
+    bound = 40.0
+    rule = dataclasses.replace(DECISION, dark_luma_p50_alone=bound)
+    over_mean = DECISION.dark_luma_mean + 10.0  # the head may not speak this bright, nor the mean rule
+    plan = one_run_plan(10, 1.0)
+    dim = [stats(thumb_seed=i, luma=over_mean, p98=250.0, p50=bound) for i in range(10)]
+    score, _, defects = aggregate(frames_in_one_run([outputs(95.0)] * 10, dim), plan, 1.0, rule)
+    assert [d.type for d in defects] == ["dark"]
+    assert score == pytest.approx(95.0 - float(DECISION.penalties.dark(np.array([over_mean]))[0]), abs=0.05)
+    _, _, defects = aggregate(frames_in_one_run([outputs(95.0)] * 10, dim), plan, 1.0,
+                              dataclasses.replace(DECISION, dark_luma_p50_alone=None))
+    assert defects == []  # without the rule
+    lit = [stats(thumb_seed=i, luma=over_mean, p98=250.0, p50=bound + 1.0) for i in range(10)]
+    _, _, defects = aggregate(frames_in_one_run([outputs(95.0)] * 10, lit), plan, 1.0, rule)
+    assert defects == []
+    unknown = [stats(thumb_seed=i, luma=over_mean, p98=250.0) for i in range(10)]  # no median measured
+    _, _, defects = aggregate(frames_in_one_run([outputs(95.0)] * 10, unknown), plan, 1.0, rule)
+    assert defects == []
+    assert agg.Decision.from_manifest(rule.to_manifest()) == rule  # the bound travels in the manifest
 
 
 @pytest.mark.parametrize("block, broken", [

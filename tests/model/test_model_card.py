@@ -33,19 +33,24 @@ def quoted() -> dict[str, str]:
     }
 
 
-# the README's judgement rows are version 4's decisions (test_readme_quotes_judgement_v4); of the
-# network's own numbers it quotes the INT8 distance
+# the README's judgement rows, INT8 among them, are the shipped decisions' (test_readme_quotes_judgement_v4)
 @pytest.mark.parametrize(("doc", "name"), [(d, n) for d in ("README.md", "docs/model/card.md") for n in quoted()
-                                           if d != "README.md" or n.startswith("INT8")])
+                                           if d != "README.md"])
 def test_documents_quote_metrics_json(doc, name):
     text = README if doc == "README.md" else CARD
     assert quoted()[name] in text, f"{doc} does not quote {name} = {quoted()[name]} from models/metrics.json"
 
 
 def test_readme_quotes_judgement_v4():
-    targets = json.loads((ROOT / "docs/model/results/judgement-v4/targets.json").read_text())["v4"]["test"]
+    # the targets file's first decision is the shipped one (scripts/docs/tables.py)
+    every = json.loads((ROOT / "docs/model/results/judgement-v4/2026-12-05/targets.json").read_text())
+    shipped = next(k for k in every if k != "command")
+    assert shipped == json.loads((ROOT / "models" / "vqa.json").read_text())["version"]
+    targets = every[shipped]["test"]
     assert f"{targets['srcc_vs_vmaf_every_family']:.3f}" in README
     assert f"{100 * targets['category_within_one_vmaf_band']:.1f}%" in README
+    int8 = json.loads((ROOT / "docs/model/results/judgement-v4/2026-12-05/int8.json").read_text())["test"]
+    assert f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}" in README
 
 
 def test_the_readme_states_int8_distance_once_and_as_measured():
@@ -64,6 +69,7 @@ def test_the_thresholds_in_use_are_the_fitted_ones():
     decision = load_model_spec(ROOT / "models").decision
     assert decision.defect_probability == fitted["defect_probability"]
     assert decision.dark_luma_alone == fitted["dark"]["luma_mean_alone"]
+    assert decision.dark_luma_p50_alone == fitted["dark"].get("luma_p50_alone")
 
 
 def test_the_category_bounds_in_use_are_the_calibrated_ones():
