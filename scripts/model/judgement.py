@@ -191,7 +191,7 @@ def score(a) -> None:
     def keep(new: dict) -> None:
         frames_path.write_bytes(pickle.dumps({**earlier, **new}))
 
-    done.update(tt.capture_scores(todo, a.workers, None, a.backend, a.cores, keep=keep, skip_failed=True,
+    done.update(tt.capture_scores(todo, a.workers, a.model_dir, a.backend, a.cores, keep=keep, skip_failed=True,
                                   precision=a.precision))
     frames_path.write_bytes(pickle.dumps(done))
     print(f"{len(done)} clips' frame results in {frames_path}")
@@ -213,6 +213,7 @@ def main() -> None:
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--cores", type=int, default=None)
     s.add_argument("--backend", default=None, help="vqa's backend (default: the Scorer's, OpenVINO)")
+    s.add_argument("--model-dir", type=Path, default=None, help="another model folder than the installed one")
     s.add_argument("--precision", default=None,
                    help="the Scorer's precision (int8: results go to int8_frames.pkl, beside the default's)")
     s.add_argument("--shard", default="0/1", metavar="K/N",
