@@ -239,7 +239,7 @@ def model_table() -> str:
 
 
 # decide.py measure's output; its first decision is the shipped one, the others are compared on
-# test. Beside it: int8.json (decide.py int8) and resolution.json (evaluate.py local).
+# test. Beside it: int8.json (decide.py compare --other int8) and resolution.json (evaluate.py local).
 JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05" / "targets.json"
 # the first draw of 4.0.0's sets (every photo of the low-light folder counted as low light)
 JUDGEMENT_FIRST = ROOT / "docs" / "model" / "results" / "judgement-v4" / "targets.json"

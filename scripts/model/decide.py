@@ -7,7 +7,7 @@ clips' per-frame VMAF, and the frame results the pipeline handed to aggregate).
 
     python scripts/model/decide.py fit --val V4/val --manifest models/vqa.json --out RESULTS/fit.json
     python scripts/model/decide.py fit --dark-only --val V4/val ...   # the dark rule alone
-    python scripts/model/decide.py int8 --val V4/val --test V4/test --out RESULTS/int8.json  # after score --precision int8
+    python scripts/model/decide.py compare --other int8 --val V4/val --test V4/test --out RESULTS/int8.json
     python scripts/model/decide.py measure --val V4/val --test V4/test --decision v4=models/vqa.json \\
         --decision v3=OLD_VQA_JSON --out docs/model/results/judgement-v4/targets.json
 
@@ -365,26 +365,28 @@ def measure(a) -> None:
     print(text)
 
 
-def int8(a) -> None:
-    """INT8 against FP32 under the manifest's decisions: each clip's two records, from the frame
-    results ``judgement.py score`` and ``score --precision int8`` kept of the same files."""
+def compare(a) -> None:
+    """Another backend or precision against the default under the manifest's decisions: each
+    clip's two records, from the frame results ``judgement.py score`` kept of the same files
+    with the defaults (frames.pkl) and with ``--precision``/``--backend`` (``--other``: the
+    file's prefix, int8 for int8_frames.pkl, cuda-fp16 for cuda-fp16_frames.pkl)."""
     decision = agg.Decision.from_manifest(json.loads(a.manifest.read_text())["decision"])
     res: dict = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv)}
     for name, folders in (("validation", a.val), ("test", a.test)):
         rows = []
         for folder in folders:
-            fp32 = {c["file"]: c for c in load(folder)}
-            low = pickle.loads((folder / "int8_frames.pkl").read_bytes())
-            for file in sorted(set(fp32) & set(low)):
-                s32, c32, _ = agg.aggregate(*fp32[file]["frames"], decision)
-                s8, c8, _ = agg.aggregate(*low[file], decision)
-                rows.append((file, fp32[file]["family"], s32, s8, c32 == c8))
+            base = {c["file"]: c for c in load(folder)}
+            other = pickle.loads((folder / f"{a.other}_frames.pkl").read_bytes())
+            for file in sorted(set(base) & set(other)):
+                s_base, c_base, _ = agg.aggregate(*base[file]["frames"], decision)
+                s_other, c_other, _ = agg.aggregate(*other[file], decision)
+                rows.append((file, base[file]["family"], s_base, s_other, c_base == c_other))
         if not rows:
             continue
         d = np.array([abs(r[2] - r[3]) for r in rows])
         res[name] = {"clips": len(rows), "mean_abs_score_diff": float(d.mean()), "max_abs_score_diff": float(d.max()),
                      "same_category": float(np.mean([r[4] for r in rows])),
-                     "largest": [{"file": r[0], "family": r[1], "fp32": r[2], "int8": r[3]}
+                     "largest": [{"file": r[0], "family": r[1], "default": r[2], a.other: r[3]}
                                  for r in sorted(rows, key=lambda r: -abs(r[2] - r[3]))[:10]]}
     text = json.dumps(res, indent=1)
     if a.out:
@@ -421,15 +423,16 @@ def main() -> None:
     m.add_argument("--decision", action="append", required=True, metavar="NAME=MANIFEST",
                    help="v3=MANIFEST reads a version 3 manifest (its thresholds, no penalties)")
     m.add_argument("--out", type=Path, default=None)
-    q = sub.add_parser("int8", help="INT8 against FP32 records under the manifest's decisions")
+    q = sub.add_parser("compare", help="another backend or precision against the default, under the manifest's decisions")
+    q.add_argument("--other", default="int8", help="the other results' file prefix: int8, cuda-fp16, ...")
     q.add_argument("--val", type=Path, nargs="*", default=[],
-                   help="folders scored twice: judgement.py score, and score --precision int8")
+                   help="folders scored twice: judgement.py score, and score with --precision or --backend")
     q.add_argument("--test", type=Path, nargs="*", default=[])
     q.add_argument("--manifest", type=Path, default=Path("models/vqa.json"))
     q.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     a.argv = sys.argv[1:]
-    {"fit": fit, "measure": measure, "int8": int8}[a.step](a)
+    {"fit": fit, "measure": measure, "compare": compare}[a.step](a)
 
 
 if __name__ == "__main__":

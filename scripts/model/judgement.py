@@ -181,8 +181,10 @@ def score(a) -> None:
     clips = [json.loads(line) for line in (a.data / "clips.jsonl").read_text().splitlines()]
     k, n = map(int, a.shard.split("/"))
     clips = clips[k::n]  # the K-th of N interleaved parts, so parts run side by side
-    # another precision's results sit beside the default's, not among them (decide.py int8 compares them)
-    prefix = f"{a.precision}_" if a.precision else ""
+    # another backend's or precision's results sit beside the default's, not among them
+    # (decide.py compare reads them): int8_frames.pkl, cuda-fp16_frames.pkl
+    prefix = "-".join(x for x in (a.backend, a.precision) if x)
+    prefix = f"{prefix}_" if prefix else ""
     frames_path = a.data / (f"{prefix}frames.pkl" if n == 1 else f"{prefix}frames_{k}of{n}.pkl")
     done = pickle.loads(frames_path.read_bytes()) if frames_path.exists() else {}
     todo = [a.data / "clips" / c["file"] for c in clips if c["file"] not in done]
