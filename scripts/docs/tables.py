@@ -295,6 +295,12 @@ def judgement_table() -> str:
     rows.append(["INT8 against FP32, mean / max points (keep)", "<= 0.5 / <= 2",
                  *(f"{int8[s]['mean_abs_score_diff']:.2f} / {int8[s]['max_abs_score_diff']:.1f}" if s in int8 else ""
                    for s in ("validation", "test")), *blank])
+    for other in ("cuda-fp16", "cuda-fp32"):  # on the GPU machine, part of the test clips
+        gpu = json.loads((JUDGEMENT.parent / f"{other}.json").read_text())["test"]
+        rows.append([f"`{other.replace('-', ':')}` against the CPU (openvino:fp32), mean / max points, "
+                     f"same category ({gpu['clips']} test clips)", "", "",
+                     f"{gpu['mean_abs_score_diff']:.2f} / {gpu['max_abs_score_diff']:.1f}, "
+                     f"{100 * gpu['same_category']:.1f}%", *blank])
     spread = json.loads((JUDGEMENT.parent / "resolution.json").read_text())["resolution"]
     photos = {k: v for k, v in spread.items() if "/" in k}  # the real photos (the drawn pictures aside)
     rows.append([f"one real photo at 720p, 1080p and 2160p, largest spread of {len(photos)} (keep)", "<= 3",
