@@ -241,17 +241,11 @@ def model_table() -> str:
 # decide.py measure's output; its first decision is the shipped one, the others are compared on
 # test. Beside it: int8.json (decide.py compare --other int8) and resolution.json (evaluate.py local).
 JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05" / "targets.json"
-# the first draw of 4.0.0's sets (every photo of the low-light folder counted as low light)
-JUDGEMENT_FIRST = ROOT / "docs" / "model" / "results" / "judgement-v4" / "targets.json"
 
 
 def _low_light(t: dict, whole_folder: bool) -> str:
-    """Low-light photos found dark. A file from before the photos were told apart by scene
-    counts the whole folder under ``low_light_found_dark``."""
-    by_scene = "low_light_folder_found_dark" in t
-    if not by_scene and not whole_folder:
-        return ""
-    found = t["low_light_folder_found_dark" if by_scene and whole_folder else "low_light_found_dark"]
+    """Low-light photos found dark: the scenes (judgement.LOW_LIGHT_SCENES), or the whole folder."""
+    found = t["low_light_folder_found_dark" if whole_folder else "low_light_found_dark"]
     return f"{100 * found['share']:.0f}% of {found['clips']}"
 
 
@@ -281,14 +275,12 @@ def judgement_decisions(res: dict) -> list[str]:
 
 
 def judgement_table() -> str:
-    """Issue 32's targets: the shipped decisions on validation and test, the earlier ones on test,
-    and the first draw of test; then the targets to keep, for the shipped decisions."""
+    """Issue 32's targets: the shipped decisions on validation and test, the earlier ones on test;
+    then the targets to keep, for the shipped decisions."""
     res = json.loads(JUDGEMENT.read_text())
-    first = json.loads(JUDGEMENT_FIRST.read_text())
     shipped, *earlier = judgement_decisions(res)
     columns = [(f"{shipped}, validation", res[shipped].get("validation")), (f"{shipped}, test", res[shipped]["test"]),
-               *((f"{d}, test", res[d].get("test")) for d in earlier),
-               (f"{shipped}, test, first draw", first["v4"]["test"])]
+               *((f"{d}, test", res[d].get("test")) for d in earlier)]
     rows = [[name, goal, *("" if t is None else read(t) for _, t in columns)] for name, goal, read in JUDGEMENT_ROWS]
     blank = ["" for _ in columns[2:]]
     int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())
@@ -307,8 +299,6 @@ def judgement_table() -> str:
                  "", f"{max(v['spread'] for v in photos.values()):.1f}", *blank])
     sizes = "; ".join(f"{s}: {res[shipped][s]['clips']} clips, {res[shipped][s]['ladders']} ladders, "
                       f"{res[shipped][s]['sources']} sources" for s in ("validation", "test") if s in res[shipped])
-    f = first["v4"]["test"]
-    sizes += f"; first draw of test: {f['clips']} clips, {f['ladders']} ladders, {f['sources']} sources"
     return (table(["measure", "target", *(c for c, _ in columns)], rows) + f"\n{sizes}. `{res['command']}`\n")
 
 
