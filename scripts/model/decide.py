@@ -16,7 +16,7 @@ The rules, fixed before any test clip was scored:
 - **Labels.** Ladder clips of a family are positives of its defect (blur and noise from their
   second level, compression and low resolution from their third, dark and overexposed at every
   level); clean ladders and the clean real pictures are negatives of every defect; the photos
-  of low-light scenes are dark (judgement.LOW_LIGHT_SCENES, picked by eye; the daylight photos
+  of low-light scenes are dark (make_dataset.LOW_LIGHT_SCENES, picked by eye; the daylight photos
   of that folder count for nothing), the PolyU noisy halves noise. Everything else is left out
   of that defect's count (a blurred clip may fairly be called low resolution).
 - **Thresholds.** Per head (for dark, jointly with the mean luma and the median luma under

@@ -51,20 +51,14 @@ LADDERS: dict[str, list] = {
     "scale": [1.5, 2.0, 3.0, 4.0],  # down by this factor and back up
 }
 SEEDS = {"val": 20261205, "test": 20261206}
-# lowlight_zerodce holds DICM and LIME, test sets of low-light enhancement; DICM also holds
-# daylight photos (flowers, blue skies, backlit streets). These are the photos of the folder
-# that show a scene in low light (night, dusk, a dim interior), picked by looking at each one
-# (not by any statistic the detector uses); the others are "daylight" and count for no defect.
-LOW_LIGHT_SCENES = frozenset(
-    [f"DICM_{n:02d}" for n in (6, 13, 16, 17, 18, 19, 20, 22, 25, 26, 27, 28, 29, 30, 32, 33)]
-    + [f"LIME_{n}" for n in (1, 2, 3, 4, 6, 7, 8, 9)])
 
 
 def real_kind(source: str, made_as: str) -> str:
-    """What a real picture is known to show: ``low_light`` (a scene of LOW_LIGHT_SCENES),
-    ``daylight`` (another photo of the low-light folder), else what it was made as."""
+    """What a real picture is known to show: ``low_light`` (a scene of make_dataset's
+    LOW_LIGHT_SCENES, picked by eye), ``daylight`` (another photo of the low-light folder: DICM
+    also holds flowers, blue skies, backlit streets), else what it was made as."""
     if source.startswith("lowlight"):
-        return "low_light" if source.split("/")[-1] in LOW_LIGHT_SCENES else "daylight"
+        return "low_light" if md.low_light_scene(source) else "daylight"
     return made_as
 
 

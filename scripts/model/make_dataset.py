@@ -81,6 +81,17 @@ VAL_PAIRS = ("polyu_pairs/Sony_4-5_125_1600_toy_", "polyu_pairs/Canon80D_8_8_128
 # toy crops' noise probability fell from 0.93 to 0.32-0.45). The Canon 5D Mark II is only in
 # the train split, and its one scene (a toy, ISO 3200) is the nearest to those test crops.
 VAL_PAIRS_V6 = ("polyu_pairs/Canon5D2_",)
+# Model 7's training mix: model 3's (KINDS) and ``lowlight``, a clip of a real low-light scene
+# as it was shot (LOW_LIGHT_SCENES of the train split). With it the dark label follows what a
+# viewer sees (``DARK_SEEN``): a low-light scene, and a night tone that leaves the picture dim,
+# are dark; models 3 to 6 learned both as firm negatives, and found 1 in 4 real low-light photos.
+TRAIN_KINDS_V7 = KINDS + (("lowlight", .04),)
+# The photos of lowlight_zerodce that show a low-light scene, picked by eye from contact sheets
+# (not by any statistic the detector uses); the folder's other photos are daylight pictures.
+LOW_LIGHT_SCENES = frozenset(
+    [f"DICM_{n:02d}" for n in (6, 13, 16, 17, 18, 19, 20, 22, 25, 26, 27, 28, 29, 30, 32, 33)]
+    + [f"LIME_{n}" for n in (1, 2, 3, 4, 6, 7, 8, 9)])
+DARK_SEEN = (60.0, 90.0)  # mean luma: under the first a dim picture is dark; from the second, not
 PAIR_CHECK_WINDOWS = 4  # windows per set-aside pair, each made as its clean and its noisy half
 TEXTURE_SHARE = 1 / 3  # of the stills: the finest-textured ones a ``texture`` clip draws from
 MIX_PARTS = ("blur", "noise", "scale", "exposure", "shake", "focus", "smear")
@@ -160,14 +171,15 @@ def textured(root: Path, sources: list[dict], share: float = TEXTURE_SHARE) -> l
 
 
 def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int = FRAMES,
-              kinds: tuple = KINDS, fine: list[int] | None = None) -> dict:
+              kinds: tuple = KINDS, fine: list[int] | None = None, dim: list[int] | None = None) -> dict:
     """Everything that defines one clip, drawn from ``rng``; the clip is a function of it.
-    ``kinds``: the mix (KINDS, or TRAIN_KINDS with ``fine``, the stills ``textured`` found)."""
+    ``kinds``: the mix (KINDS, or TRAIN_KINDS with ``fine``, the stills ``textured`` found;
+    TRAIN_KINDS_V7 with ``dim``, the low-light scenes among the sources)."""
     pairs = [i for i, s in enumerate(sizes) if s[2] == "pair"]
     kind = synth._pick(rng, kinds)
     if kind in ("realnoise", "pairclean", "pairboth") and not pairs:
         kind = "noise" if kind == "realnoise" else "clean"
-    if kind == "texture" and not fine:
+    if (kind == "texture" and not fine) or (kind == "lowlight" and not dim):
         kind = "clean"
     twin = kind == "pairboth"
     if twin:  # the noisy half is drawn here; plan_split adds its clean twin (twins)
@@ -184,9 +196,12 @@ def draw_spec(rng: np.random.Generator, sizes: list, seed: int, *, frames: int =
             spec["twin"] = "noisy"
     elif kind == "texture":
         spec = draw_reference(rng, sizes, seed, frames=frames, source=int(fine[rng.integers(len(fine))]))
+    elif kind == "lowlight":  # the scene as shot: no night or high-key tone on top
+        spec = draw_reference(rng, sizes, seed, frames=frames, source=int(dim[rng.integers(len(dim))]))
+        spec.pop("night", None)
     else:
         spec = draw_reference(rng, sizes, seed, frames=frames)
-    if kind in ("texture", "pairclean"):  # clean clips; the reference they were drawn from is noted
+    if kind in ("texture", "pairclean", "lowlight"):  # clean clips; the reference they were drawn from is noted
         spec["drawn"] = kind
         kind = "clean"
     spec["kind"] = kind
@@ -315,11 +330,28 @@ def defect_labels(spec: dict, x: np.ndarray, vmaf_codec: float, sigma_eff: float
     y = 0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]
     mean, clipped = float(y.mean()), float((y > 245).mean())
     gain = spec.get("exposure", [1.0])[0]
-    # Without an exposure change the clip is as its reference was shot: a night scene, snow or
-    # a white page is not a defect, so those are firm negatives, not masked.
-    dark = 1 if gain < 1 and mean < 60 else (0 if gain == 1.0 else -1)
+    if spec.get("dark_rule") == "seen":
+        dark = dark_seen(spec, gain, mean)
+    else:  # models 3 to 6: a night scene as shot is not a defect, a firm negative
+        dark = 1 if gain < 1 and mean < 60 else (0 if gain == 1.0 else -1)
+    # Snow or a white page as shot is not overexposed: a firm negative.
     over = 1 if gain > 1 and (clipped > 0.2 or mean > 190) else (0 if gain == 1.0 else -1)
     return [blur, noise, compression, low_res, dark, over]
+
+
+def dark_seen(spec: dict, gain: float, mean: float) -> int:
+    """The dark label as a viewer sees it (model 7; DARK_SEEN's bounds on the clip's mean luma
+    at the encoder's input): a real low-light scene as shot is dark whatever its bright lamps
+    and windows do to the mean; a darkened or night-toned clip is dark when dim, not when it
+    stays bright; an ordinary dim picture is left to the score's own luma rule (masked)."""
+    dim, bright = DARK_SEEN
+    if gain > 1:  # brightened: whatever it shows, it is not for this head to learn from
+        return -1
+    if gain == 1.0 and spec.get("low_light"):
+        return 1
+    if mean < dim:
+        return 1 if gain < 1 or "night" in spec else -1
+    return 0 if mean >= bright else -1
 
 
 _ROOT: Path | None = None
@@ -556,15 +588,23 @@ def real_specs(sizes: list, seed: int) -> list[dict]:
     return specs
 
 
+def low_light_scene(source_id: str) -> bool:
+    """Whether a source is one of LOW_LIGHT_SCENES (a photo of lowlight_zerodce)."""
+    return source_id.startswith("lowlight") and source_id.split("/")[-1] in LOW_LIGHT_SCENES
+
+
 def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real: bool = False,
-               kinds: tuple = KINDS, hold: tuple[str, ...] = (), smear_scale: str | None = None) -> list[dict]:
+               kinds: tuple = KINDS, hold: tuple[str, ...] = (), smear_scale: str | None = None,
+               dark_rule: str | None = None) -> list[dict]:
     """Specs for one split: ``ladders`` sources each as a full ladder, then ``n`` random clips
     drawn from the mix ``kinds`` (a ``pairboth`` draw followed by its clean twin: twins), then
     (``real``) every source once as it is (real_specs). Sources whose id starts with one of
     ``hold`` are never drawn (VAL_PAIRS: validation's pair check is made from them).
-    ``smear_scale="working"``: the smearing filter runs at the working scale (synth.smear_working)."""
+    ``smear_scale="working"``: the smearing filter runs at the working scale (synth.smear_working).
+    ``dark_rule="seen"``: dark labels follow dark_seen (model 7), in every split made so."""
     sources = load_content(root, split)
     fine = textured(root, sources) if any(k == "texture" for k, _ in kinds) else None
+    dim = [i for i, e in enumerate(sources) if low_light_scene(e["id"])] if dark_rule == "seen" else None
     sizes = [(e["width"], e["height"], "held" if hold and e["id"].startswith(hold) else e["kind"])
              for e in sources]
     rng = np.random.default_rng(seed)
@@ -574,13 +614,18 @@ def plan_split(root: Path, split: str, n: int, seed: int, ladders: int = 0, real
         if base["source"] == "graphics":  # ladders are for natural content; graphics come in the random part
             base = draw_reference(rng, sizes, seed * 1_000_003 + 700_000 + i)
         specs += ladder_specs(base)
-    specs += twins([draw_spec(rng, sizes, seed * 1_000_003 + i, kinds=kinds, fine=fine) for i in range(n)])
+    specs += twins([draw_spec(rng, sizes, seed * 1_000_003 + i, kinds=kinds, fine=fine, dim=dim) for i in range(n)])
     if smear_scale is not None:
         for spec in specs:
             if "smear" in spec:
                 spec["smear_scale"] = smear_scale
     if real:
         specs += real_specs(sizes, seed)
+    if dark_rule is not None:  # the spec names the rule its dark label follows, and what the scene is
+        for spec in specs:
+            spec["dark_rule"] = dark_rule
+            if isinstance(spec["source"], int) and low_light_scene(sources[spec["source"]]["id"]):
+                spec["low_light"] = True
     if split == "test":  # largest first, so slow 4K clips do not finish last on one worker
         specs.sort(key=lambda s: -s["width"] * s["height"])
     return specs
@@ -599,10 +644,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--train-seed", type=int, default=None,
                     help="the training split's own seed (default: --seed); validation and test keep --seed's")
-    ap.add_argument("--mix", choices=("v3", "v4", "v5", "v6"), default="v4",
+    ap.add_argument("--mix", choices=("v3", "v4", "v5", "v6", "v7"), default="v4",
                     help="the training split's mix: KINDS (model 3), TRAIN_KINDS (model 4) or TRAIN_KINDS_V5 "
                          "(model 5: PolyU twins, VAL_PAIRS set aside for validation's pair check; v6: the same "
-                         "mix, a whole camera set aside (VAL_PAIRS_V6), the smearing filter at the working scale)")
+                         "mix, a whole camera set aside (VAL_PAIRS_V6), the smearing filter at the working scale; "
+                         "v7: KINDS and real low-light scenes, dark labels as a viewer sees them in every split)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     train_seed = a.seed if a.train_seed is None else a.train_seed
@@ -618,11 +664,13 @@ def main() -> None:
         if n + ladders == 0 or (a.out / f"{split}.json").exists():
             continue  # nothing asked, or made by an earlier, interrupted run with the same arguments
         train = split == "train"
-        kinds = {"v4": TRAIN_KINDS, "v5": TRAIN_KINDS_V5, "v6": TRAIN_KINDS_V5}.get(a.mix, KINDS) if train else KINDS
+        kinds = {"v4": TRAIN_KINDS, "v5": TRAIN_KINDS_V5, "v6": TRAIN_KINDS_V5,
+                 "v7": TRAIN_KINDS_V7}.get(a.mix, KINDS) if train else KINDS
         # Validation and test keep their clips as model 3 was judged on them, smearing included.
         smear_scale = "working" if train and a.mix == "v6" else None
         generate(a.content, split, plan_split(a.content, split, n, seed, ladders, real=split == "test", kinds=kinds,
-                                              hold=held if train else (), smear_scale=smear_scale),
+                                              hold=held if train else (), smear_scale=smear_scale,
+                                              dark_rule="seen" if a.mix == "v7" else None),
                  a.workers, a.device, a.out)
 
 
