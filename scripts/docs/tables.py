@@ -302,6 +302,29 @@ def judgement_table() -> str:
     return (table(["measure", "target", *(c for c, _ in columns)], rows) + f"\n{sizes}. `{res['command']}`\n")
 
 
+# This session's retrained candidate (make_dataset --mix v7), not shipped: decide.py measure's
+# output for it (its own fitted decisions, then 4.0.0's), and the rule's choice on validation.
+CANDIDATE_V7 = JUDGEMENT.parent.parent / "2026-12-06"
+
+
+def candidate_v7_table() -> str:
+    """Issue 32's targets for the mix-v7 network beside the shipped 4.0.0 on the same clips."""
+    cand = json.loads((CANDIDATE_V7 / "candidates" / "lr3e-4_targets.json").read_text())
+    # the shipped model measured on the same clips (the ladders were made again for this session)
+    shipped = json.loads((CANDIDATE_V7 / "candidates" / "shipped_targets.json").read_text())
+    name = judgement_decisions(shipped)[0]
+    own, theirs = judgement_decisions(cand)
+    columns = [(f"shipped {name}, validation", shipped[name]["validation"]), (f"shipped {name}, test", shipped[name]["test"]),
+               ("mix v7, its fit, validation", cand[own]["validation"]), ("mix v7, its fit, test", cand[own]["test"]),
+               (f"mix v7, {name}'s decisions, test", cand[theirs]["test"])]
+    rows = [[label, goal, *(read(t) for _, t in columns)] for label, goal, read in JUDGEMENT_ROWS]
+    choice = json.loads((CANDIDATE_V7 / "choice.json").read_text())
+    met = {k: v["targets_met"] for k, v in choice["validation"].items()}
+    return (table(["measure", "target", *(c for c, _ in columns)], rows)
+            + f"\nTargets met on validation: {', '.join(f'{k} {v}' for k, v in met.items())}; chosen: "
+              f"{choice['chosen']}. `{shipped['command']}`; `{cand['command']}`\n")
+
+
 # --- the speeds ---------------------------------------------------------------------------
 
 def load(rel: str) -> Any:
@@ -427,6 +450,7 @@ def generated() -> dict[str, str]:
         "modules.md": modules(),
         "manifest.md": manifest_blocks(),
         "judgement.md": judgement_table(),
+        "candidate-v7.md": candidate_v7_table(),
         "performance-2core.md": two_core_table(),
         "performance-h200.md": h200_table(),
     }

@@ -246,3 +246,39 @@ def test_model_6_sets_a_whole_camera_aside_and_smears_training_clips_at_the_work
     check = md.pair_check_specs([(e["width"], e["height"], e["kind"]) for e in entries], [e["id"] for e in entries],
                                 9, held=md.VAL_PAIRS_V6)
     assert {s["source"] for s in check} == {2, 3} and len(check) == 2 * 2 * md.PAIR_CHECK_WINDOWS
+
+
+@pytest.mark.parametrize("spec, luma, expected", [
+    ({"low_light": True}, 80, 1),  # a low-light scene as shot, whatever its lamps do to the mean
+    ({"low_light": True, "exposure": [2.0, 0.8]}, 150, -1),  # brightened: not for the head
+    ({"night": 2.2}, 40, 1),  # a night tone that leaves the picture dim
+    ({"night": 2.2}, 75, -1),
+    ({"night": 1.8}, 120, 0),  # a night tone on a bright scene that stays bright
+    ({}, 40, -1),  # an ordinary dim picture: the score's own luma rule decides
+    ({}, 120, 0),
+    ({"exposure": [0.3, 1.4]}, 40, 1),
+    ({"exposure": [0.6, 1.0]}, 100, 0),
+])
+def test_mix_v7_labels_dark_as_a_viewer_sees_it(spec, luma, expected):
+    labels = md.defect_labels({**spec, "dark_rule": "seen"}, x_of(luma), vmaf_codec=95.0, sigma_eff=0.0)
+    assert labels[4] == expected
+    if "low_light" in spec or "night" in spec:  # models 3 to 6 learned these as not dark
+        assert md.defect_labels(spec, x_of(luma), vmaf_codec=95.0, sigma_eff=0.0)[4] in (0, -1)
+
+
+def test_mix_v7_draws_low_light_scenes_as_shot_and_marks_them_in_every_split(tmp_path):
+    import cv2
+    for name in ("a", "b"):
+        cv2.imwrite(str(tmp_path / f"{name}.png"), np.full((300, 400, 3), 60, np.uint8))
+    still = {"split": "train", "kind": "still", "width": 400, "height": 300}
+    entries = [{**still, "id": "lowlight_zerodce/LIME_1", "file": "a.png"},  # a low-light scene
+               {**still, "id": "lowlight_zerodce/DICM_01", "file": "b.png"},  # a daylight photo of the folder
+               {**still, "id": "other/c", "file": "b.png"}]
+    (tmp_path / "content.json").write_text(json.dumps(entries))
+    specs = md.plan_split(tmp_path, "train", 600, 3, kinds=md.TRAIN_KINDS_V7, dark_rule="seen")
+    drawn = [s for s in specs if s.get("drawn") == "lowlight"]
+    assert drawn and all(s["source"] == 0 and s["kind"] == "clean" and "night" not in s for s in drawn)
+    assert all(s["dark_rule"] == "seen" for s in specs)
+    assert all(s.get("low_light", False) == (s["source"] == 0) for s in specs)
+    old = md.plan_split(tmp_path, "train", 600, 3)
+    assert not any("dark_rule" in s or "low_light" in s or s.get("drawn") == "lowlight" for s in old)
