@@ -1,0 +1,157 @@
+"""Views and frame statistics straight from NV12 pictures, on the device that holds them.
+
+NVDEC hands back NV12: a full-size luma plane and a half-size plane of interleaved U, V. The
+CPU path turns each frame into RGB with swscale and then cuts it (``vqa.preprocess.cut``) and
+measures it (``vqa.preprocess.frame_stats``). Here the same work runs in torch on the frame's
+own device, so a picture decoded on the GPU need never come back to host memory (issue 34):
+
+- **Colour**: only the pixels a view or a statistic reads are converted, with swscale's
+  choices for an unscaled yuv420p -> rgb24 conversion: each chroma sample serves its 2x2 luma
+  block (no chroma interpolation), limited range, BT.601 unless the stream says BT.709.
+  swscale's table arithmetic is not reproduced: each channel is rounded with the offset that
+  centres its error (measured on H.264 clips), so a pixel is within one level of FFmpeg's.
+- **Views**: the regions ``vqa.preprocess.patch_layout`` places are gathered into the mosaic
+  ``cut`` would have left, and ``vqa.infer.finish.ViewFinisher`` area-resamples it to the view
+  on the device (the same code the CUDA inferencer runs on the CPU path's mosaics).
+- **Statistics**: the grey of every fourth row and column (OpenCV's RGB2GRAY weights and
+  rounding), its histogram for the mean, median and 98th percentile, and the freeze thumbnail
+  by area resampling.
+
+Frames whose views are not a mosaic (enlarged frames under the view's size, a frame narrower
+than one region) have no NV12 path: ``unsupported`` names the reason, and the caller sends the
+video to the CPU path.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..preprocess import THUMB, FrameStats, Geometry, patch_layout
+from .finish import ViewFinisher
+
+# (Kr, Kb) of the colour matrices; others, and full-range pictures, go to the CPU path.
+MATRICES = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722)}
+# Subtracted from each channel's exact value before flooring: what centres the error against
+# swscale's tables (R and B within 0.02 level on average, G within 0.04, no pixel off by 2).
+ROUNDING = (0.5, 1.0, 0.5)
+GREY = (4899, 9617, 1868)  # OpenCV's RGB2GRAY in 14-bit fixed point
+
+
+# FFmpeg's colour spaces (AVColorSpace) -> the matrix swscale converts with; it takes BT.601 for
+# a stream that names none (2). A frame of another space is converted on the CPU path.
+COLOURSPACES = {1: "bt709", 2: "bt601", 5: "bt601", 6: "bt601"}
+
+
+def matrix_of(colorspace: int) -> str | None:
+    """The matrix of ``MATRICES`` for an FFmpeg colour space number, or None where there is none."""
+    return COLOURSPACES.get(int(colorspace))
+
+
+def unsupported(height: int, width: int, geometry: Geometry, colorspace: int = 2,
+                full_range: bool = False) -> str | None:
+    """Why a ``height`` x ``width`` NV12 picture cannot be prepared here, or None."""
+    if matrix_of(colorspace) is None:
+        return f"colour space {colorspace}"
+    if full_range:
+        return "full-range picture"
+    if height % 2 or width % 2:
+        return "odd frame size"
+    if not patch_layout(height, width, None, geometry).mosaic:
+        return "frame smaller than the view"
+    return None
+
+
+def _coefficients(matrix: str) -> tuple[float, float, float, float]:
+    """(v->R, u->G, v->G, u->B) on chroma already scaled to full range."""
+    kr, kb = MATRICES[matrix]
+    kg = 1 - kr - kb
+    return 2 * (1 - kr), 2 * kb * (1 - kb) / kg, 2 * kr * (1 - kr) / kg, 2 * (1 - kb)
+
+
+def to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, matrix: str = "bt601") -> torch.Tensor:
+    """uint8 RGB (..., 3) from limited-range luma and chroma samples of the same shape."""
+    vr, ug, vg, ub = _coefficients(matrix)
+    yy = (y.float() - 16) * (255 / 219)
+    uu = (u.float() - 128) * (255 / 224)
+    vv = (v.float() - 128) * (255 / 224)
+    r, g, b = ROUNDING
+    rgb = torch.stack([yy + vr * vv - r, yy - ug * uu - vg * vv - g, yy + ub * uu - b], -1)
+    return rgb.floor_().clamp_(0, 255).to(torch.uint8)
+
+
+def _sample(nv12: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, matrix: str) -> torch.Tensor:
+    """RGB at every (row, col) of the grids ``rows`` x ``cols`` of (N, H * 3 / 2, W) NV12 frames."""
+    h = nv12.shape[1] * 2 // 3
+    y = nv12[:, rows[:, None], cols[None, :]]
+    crow = h + rows[:, None] // 2
+    ccol = (cols[None, :] // 2) * 2
+    return to_rgb(y, nv12[:, crow, ccol], nv12[:, crow, ccol + 1], matrix)
+
+
+def area_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in): area resampling along one axis, each output the overlap-weighted mean of
+    the inputs under its footprint (OpenCV's INTER_AREA for a shrink)."""
+    scale = n_in / n_out
+    w = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        a, b = o * scale, (o + 1) * scale
+        for i in range(int(np.floor(a)), min(n_in, int(np.ceil(b)))):
+            w[o, i] = (min(b, i + 1) - max(a, i)) / scale
+    return w
+
+
+class NV12Preparer:
+    """Views and FrameStats of NV12 frames on one device; keeps each frame size's indices."""
+
+    def __init__(self, geometry: Geometry, device: torch.device | str = "cpu"):
+        self.geometry, self.device = geometry, torch.device(device)
+        self.finisher = ViewFinisher(geometry, self.device)
+        self._cache: dict[tuple, tuple] = {}
+
+    def _mosaic_index(self, h: int, w: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        key = ("mosaic", h, w)
+        if key not in self._cache:
+            layout = patch_layout(h, w, None, self.geometry)
+            g, r = self.geometry.grid, layout.region
+            rows = np.empty(g * r, np.int64)
+            cols = np.empty(g * r, np.int64)
+            # the centred layout is a grid: every region of a row of cells starts on one line
+            for i, j, y, x in layout.corners:
+                rows[i * r:(i + 1) * r] = np.arange(y, y + r)
+                cols[j * r:(j + 1) * r] = np.arange(x, x + r)
+            self._cache[key] = (torch.from_numpy(rows).to(self.device), torch.from_numpy(cols).to(self.device), r)
+        return self._cache[key]
+
+    def views(self, nv12: torch.Tensor, matrix: str = "bt601") -> torch.Tensor:
+        """(N, V, V, 3) uint8 views of (N, H * 3 / 2, W) uint8 NV12 frames of one size."""
+        n, h, w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
+        rows, cols, region = self._mosaic_index(h, w)
+        mosaic = _sample(nv12, rows, cols, matrix)
+        v = self.geometry.view
+        if region == self.geometry.patch:
+            return mosaic
+        out = torch.empty((n, v, v, 3), dtype=torch.uint8, device=nv12.device)
+        self.finisher(mosaic.reshape(n, -1), [region] * n, out)
+        return out
+
+    def stats(self, nv12: torch.Tensor, matrix: str = "bt601") -> list[FrameStats]:
+        """The FrameStats ``vqa.preprocess.frame_stats`` gives for each frame's RGB picture."""
+        n, h, w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
+        key = ("stats", h, w)
+        if key not in self._cache:
+            rows, cols = torch.arange(0, h, 4), torch.arange(0, w, 4)
+            tw, th = THUMB
+            ah = torch.from_numpy(area_matrix(len(rows), th)).float()
+            aw = torch.from_numpy(area_matrix(len(cols), tw)).float()
+            self._cache[key] = tuple(t.to(self.device) for t in (rows, cols, ah, aw))
+        rows, cols, ah, aw = self._cache[key]
+        rgb = _sample(nv12, rows, cols, matrix).int()
+        grey = (rgb[..., 0] * GREY[0] + rgb[..., 1] * GREY[1] + rgb[..., 2] * GREY[2] + (1 << 13)) >> 14
+        counts = torch.stack([torch.bincount(g.flatten(), minlength=256) for g in grey])
+        size = grey[0].numel()
+        cumulative = counts.cumsum(1)
+        marks = torch.tensor([0.5 * size, 0.98 * size], device=nv12.device, dtype=cumulative.dtype)
+        p50, p98 = (torch.searchsorted(cumulative, marks.expand(n, 2).contiguous()).cpu().numpy().T)
+        means = (counts.double() @ torch.arange(256, device=nv12.device, dtype=torch.float64) / size).cpu().numpy()
+        thumbs = (ah @ grey.float() @ aw.T).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
+        return [FrameStats(float(means[k]), float(p98[k]), thumbs[k], luma_p50=float(p50[k])) for k in range(n)]
