@@ -5,11 +5,10 @@ CPU path turns each frame into RGB with swscale and then cuts it (``vqa.preproce
 measures it (``vqa.preprocess.frame_stats``). Here the same work runs in torch on the frame's
 own device, so a picture decoded on the GPU need never come back to host memory (issue 34):
 
-- **Colour**: only the pixels a view or a statistic reads are converted, with swscale's
-  choices for an unscaled yuv420p -> rgb24 conversion: each chroma sample serves its 2x2 luma
-  block (no chroma interpolation), limited range, BT.601 unless the stream says BT.709.
-  swscale's table arithmetic is not reproduced: each channel is rounded with the offset that
-  centres its error (measured on H.264 clips), so a pixel is within one level of FFmpeg's.
+- **Colour**: only the pixels a view or a statistic reads are converted, the way swscale's
+  unscaled yuv420p -> rgb24 converter does on x86 (the PyAV wheel's FFmpeg): each chroma
+  sample serves its 2x2 luma block, limited range, BT.601 unless the stream says BT.709, and
+  swscale's 16-bit fixed-point arithmetic (``COEFFICIENTS``), so every pixel is FFmpeg's.
 - **Views**: the regions ``vqa.preprocess.patch_layout`` places are gathered into the mosaic
   ``cut`` would have left, and ``vqa.infer.finish.ViewFinisher`` area-resamples it to the view
   on the device (the same code the CUDA inferencer runs on the CPU path's mosaics).
@@ -29,12 +28,13 @@ import torch
 from ..preprocess import THUMB, FrameStats, Geometry, patch_layout
 from .finish import ViewFinisher
 
-# (Kr, Kb) of the colour matrices; others, and full-range pictures, go to the CPU path.
-MATRICES = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722)}
-# Subtracted from each channel's exact value before flooring: what centres the error against
-# swscale's tables (R and B within 0.02 level on average, G within 0.04, no pixel off by 2).
-ROUNDING = (0.5, 1.0, 0.5)
-GREY = (4899, 9617, 1868)  # OpenCV's RGB2GRAY in 14-bit fixed point
+# swscale's x86 yuv2rgb, per matrix: luma (Y * 8 - 128) * 9539 >> 16, chroma (C * 8 - 1024),
+# and each chroma term (C' * coefficient >> 16) added to it; R takes V, G both, B takes U.
+# Found by probing FFmpeg's converter with every luma level and 3,000 random (Y, U, V) triples
+# per matrix; they give its output bit for bit (tests/infer/test_nv12.py).
+LUMA = (128, 9539)
+COEFFICIENTS = {"bt601": (13075, -3209, -6660, 16525), "bt709": (14686, -1747, -4369, 17305)}  # vr, ug, vg, ub
+GREY = (9798, 19235, 3735)  # OpenCV's RGB2GRAY in 15-bit fixed point (OpenCV 5: bit for bit)
 
 
 # FFmpeg's colour spaces (AVColorSpace) -> the matrix swscale converts with; it takes BT.601 for
@@ -43,7 +43,7 @@ COLOURSPACES = {1: "bt709", 2: "bt601", 5: "bt601", 6: "bt601"}
 
 
 def matrix_of(colorspace: int) -> str | None:
-    """The matrix of ``MATRICES`` for an FFmpeg colour space number, or None where there is none."""
+    """The matrix of ``COEFFICIENTS`` for an FFmpeg colour space number, or None where there is none."""
     return COLOURSPACES.get(int(colorspace))
 
 
@@ -61,22 +61,18 @@ def unsupported(height: int, width: int, geometry: Geometry, colorspace: int = 2
     return None
 
 
-def _coefficients(matrix: str) -> tuple[float, float, float, float]:
-    """(v->R, u->G, v->G, u->B) on chroma already scaled to full range."""
-    kr, kb = MATRICES[matrix]
-    kg = 1 - kr - kb
-    return 2 * (1 - kr), 2 * kb * (1 - kb) / kg, 2 * kr * (1 - kr) / kg, 2 * (1 - kb)
-
-
 def to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, matrix: str = "bt601") -> torch.Tensor:
     """uint8 RGB (..., 3) from limited-range luma and chroma samples of the same shape."""
-    vr, ug, vg, ub = _coefficients(matrix)
-    yy = (y.float() - 16) * (255 / 219)
-    uu = (u.float() - 128) * (255 / 224)
-    vv = (v.float() - 128) * (255 / 224)
-    r, g, b = ROUNDING
-    rgb = torch.stack([yy + vr * vv - r, yy - ug * uu - vg * vv - g, yy + ub * uu - b], -1)
-    return rgb.floor_().clamp_(0, 255).to(torch.uint8)
+    vr, ug, vg, ub = COEFFICIENTS[matrix]
+    off, gain = LUMA
+    yt = torch.div((y.int() * 8 - off) * gain, 65536, rounding_mode="floor")
+    uc, vc = u.int() * 8 - 1024, v.int() * 8 - 1024
+
+    def term(c: torch.Tensor, k: int) -> torch.Tensor:
+        return torch.div(c * k, 65536, rounding_mode="floor")
+
+    rgb = torch.stack([yt + term(vc, vr), yt + term(uc, ug) + term(vc, vg), yt + term(uc, ub)], -1)
+    return rgb.clamp_(0, 255).to(torch.uint8)
 
 
 def _sample(nv12: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, matrix: str) -> torch.Tensor:
@@ -98,6 +94,19 @@ def area_matrix(n_in: int, n_out: int) -> np.ndarray:
         for i in range(int(np.floor(a)), min(n_in, int(np.ceil(b)))):
             w[o, i] = (min(b, i + 1) - max(a, i)) / scale
     return w
+
+
+def pool(x: torch.Tensor, fy: int, fx: int) -> torch.Tensor:
+    """Area resampling by whole factors, (N, H, W[, C]) uint8 -> (N, H / fy, W / fx[, C]), rounded
+    as OpenCV's INTER_AREA rounds these (its fast path): half up for a factor of 2 on both
+    axes, half to even otherwise (measured on OpenCV 5; tests/infer/test_nv12.py)."""
+    n, h, w = x.shape[:3]
+    rest = x.shape[3:]
+    s = x.to(torch.int32).reshape(n, h // fy, fy, w // fx, fx, *rest).sum((2, 4))
+    area = fy * fx
+    if fy == fx == 2:
+        return torch.div(s + area // 2, area, rounding_mode="floor").to(torch.uint8)
+    return torch.round(s.double() / area).to(torch.uint8)
 
 
 class NV12Preparer:
@@ -127,9 +136,12 @@ class NV12Preparer:
         n, h, w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
         rows, cols, region = self._mosaic_index(h, w)
         mosaic = _sample(nv12, rows, cols, matrix)
-        v = self.geometry.view
-        if region == self.geometry.patch:
+        v, patch = self.geometry.view, self.geometry.patch
+        if region == patch:
             return mosaic
+        if region % patch == 0:  # 1080p, 2160p: as the decode workers cut them, with OpenCV
+            f = region // patch
+            return pool(mosaic, f, f)
         out = torch.empty((n, v, v, 3), dtype=torch.uint8, device=nv12.device)
         self.finisher(mosaic.reshape(n, -1), [region] * n, out)
         return out
@@ -146,12 +158,17 @@ class NV12Preparer:
             self._cache[key] = tuple(t.to(self.device) for t in (rows, cols, ah, aw))
         rows, cols, ah, aw = self._cache[key]
         rgb = _sample(nv12, rows, cols, matrix).int()
-        grey = (rgb[..., 0] * GREY[0] + rgb[..., 1] * GREY[1] + rgb[..., 2] * GREY[2] + (1 << 13)) >> 14
+        grey = (rgb[..., 0] * GREY[0] + rgb[..., 1] * GREY[1] + rgb[..., 2] * GREY[2] + (1 << 14)) >> 15
         counts = torch.stack([torch.bincount(g.flatten(), minlength=256) for g in grey])
         size = grey[0].numel()
         cumulative = counts.cumsum(1)
         marks = torch.tensor([0.5 * size, 0.98 * size], device=nv12.device, dtype=cumulative.dtype)
         p50, p98 = (torch.searchsorted(cumulative, marks.expand(n, 2).contiguous()).cpu().numpy().T)
         means = (counts.double() @ torch.arange(256, device=nv12.device, dtype=torch.float64) / size).cpu().numpy()
-        thumbs = (ah @ grey.float() @ aw.T).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
+        tw, th = THUMB
+        gh, gw = grey.shape[1:]
+        if gh % th == 0 and gw % tw == 0:
+            thumbs = pool(grey.to(torch.uint8), gh // th, gw // tw).cpu().numpy()
+        else:  # OpenCV's general area filter sums in float: a few pixels may round the other way
+            thumbs = (ah @ grey.float() @ aw.T).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
         return [FrameStats(float(means[k]), float(p98[k]), thumbs[k], luma_p50=float(p50[k])) for k in range(n)]
