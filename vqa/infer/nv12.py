@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..preprocess import THUMB, FrameStats, Geometry, patch_layout
+from ..preprocess import THUMB, FrameStats, Geometry, area_weights, patch_layout
 from .finish import ViewFinisher
 
 # swscale's x86 yuv2rgb, per matrix: luma (Y * 8 - 128) * 9539 >> 16, chroma (C * 8 - 1024),
@@ -82,18 +82,6 @@ def _sample(nv12: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, matrix: 
     crow = h + rows[:, None] // 2
     ccol = (cols[None, :] // 2) * 2
     return to_rgb(y, nv12[:, crow, ccol], nv12[:, crow, ccol + 1], matrix)
-
-
-def area_matrix(n_in: int, n_out: int) -> np.ndarray:
-    """(n_out, n_in): area resampling along one axis, each output the overlap-weighted mean of
-    the inputs under its footprint (OpenCV's INTER_AREA for a shrink)."""
-    scale = n_in / n_out
-    w = np.zeros((n_out, n_in))
-    for o in range(n_out):
-        a, b = o * scale, (o + 1) * scale
-        for i in range(int(np.floor(a)), min(n_in, int(np.ceil(b)))):
-            w[o, i] = (min(b, i + 1) - max(a, i)) / scale
-    return w
 
 
 def pool(x: torch.Tensor, fy: int, fx: int) -> torch.Tensor:
@@ -153,8 +141,8 @@ class NV12Preparer:
         if key not in self._cache:
             rows, cols = torch.arange(0, h, 4), torch.arange(0, w, 4)
             tw, th = THUMB
-            ah = torch.from_numpy(area_matrix(len(rows), th)).float()
-            aw = torch.from_numpy(area_matrix(len(cols), tw)).float()
+            ah = torch.from_numpy(area_weights(len(rows), th)).float()  # any sizes, not only squares
+            aw = torch.from_numpy(area_weights(len(cols), tw)).float()
             self._cache[key] = tuple(t.to(self.device) for t in (rows, cols, ah, aw))
         rows, cols, ah, aw = self._cache[key]
         rgb = _sample(nv12, rows, cols, matrix).int()
