@@ -26,16 +26,11 @@ import torch
 
 from vqa import aggregate as agg
 from vqa.infer.network import QualityNet
-from vqa.infer.nv12 import NV12Preparer, matrix_of, unsupported
+from vqa.infer.nv12 import NV12Preparer, matrix_of, nv12_of, unsupported
 from vqa.model import load_model_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 import threshold_test as tt  # noqa: E402  (scripts/model: the frame results the pipeline aggregates)
-
-
-def nv12_of(frame: av.VideoFrame) -> np.ndarray:
-    y, u, v = (np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in frame.planes)
-    return np.concatenate([y, np.stack([u, v], -1).reshape(u.shape[0], -1)], 0)
 
 
 def nv12_frames(path: Path, cpu: list[agg.FrameResult], prep: NV12Preparer, net: QualityNet) -> list[agg.FrameResult]:

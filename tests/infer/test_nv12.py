@@ -10,16 +10,10 @@ import pytest
 import torch
 from av.video.reformatter import VideoReformatter
 
-from vqa.infer.nv12 import NV12Preparer, matrix_of, pool, unsupported
+from vqa.infer.nv12 import NV12Preparer, matrix_of, nv12_of, pool, unsupported
 from vqa.preprocess import TRAINING, cut, finish_views, frame_stats
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_videos").glob("*.mp4"))
-
-
-def nv12_of(frame: av.VideoFrame) -> np.ndarray:
-    """(H * 3 / 2, W) NV12 bytes of a yuv420p frame, as NVDEC lays a picture out."""
-    y, u, v = (np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in frame.planes)
-    return np.concatenate([y, np.stack([u, v], -1).reshape(u.shape[0], -1)], 0)
 
 
 def cpu_view_and_stats(frame: av.VideoFrame):
