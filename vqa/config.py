@@ -388,6 +388,12 @@ class Resolved:
         return self.options.decoder
 
     @property
+    def gpu_native(self) -> bool:
+        """NVDEC sessions in this process feeding the GPU's own preparation (vqa.engine.gpu)
+        rather than decode workers: ``--decoder nvdec`` with a GPU backend; ``workers`` counts them."""
+        return self.options.decoder == "nvdec" and self.options.backend in GPU_BACKENDS and self.workers > 0
+
+    @property
     def timeline(self) -> bool:
         return self.options.timeline
 

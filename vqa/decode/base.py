@@ -388,7 +388,7 @@ class VideoReader(ABC):
                 continue
             self._note_shape(rgb, pts)
             self._yielded += 1
-            yield Frame(run=k, pts_s=pts, rgb=rgb)
+            yield self._frame_of(k, pts, rgb)
             taken += 1
         if run.count == 0 and limit is not None and taken >= limit and not self._capped:
             if self._grab() is not None:  # the header said no more: say that there was more
@@ -397,6 +397,11 @@ class VideoReader(ABC):
         self._check_intervals()
         if self.frames_decoded == 0:
             raise InputError(f"no frame of {self.path!r} could be decoded", code=ErrorCode.E_DECODE)
+
+    def _frame_of(self, run: int, pts_s: float, pixels: np.ndarray) -> Frame:
+        """What ``read`` yields for the pixels ``_retrieve`` gave (a reader whose pictures stay
+        on the GPU yields its own kind: vqa.decode.nvdec_device)."""
+        return Frame(run=run, pts_s=pts_s, rgb=pixels)
 
     # --- what reading noticed: warnings ---------------------------------------------------
     def _warn(self, code: str, message: str) -> None:

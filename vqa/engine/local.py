@@ -45,8 +45,13 @@ def score_here(record: VideoScore, path: str, options: Resolved, inferencer: Inf
                ) -> VideoScore:
     """Decode, infer and aggregate ``path`` in this process. Never raises for a bad video: the
     record gets ``status="error"`` and a code."""
+    return guarded(record, lambda: _score_into(record, path, options, inferencer, spec))
+
+
+def guarded(record: VideoScore, work: Callable[[], None]) -> VideoScore:
+    """Run ``work`` (which fills ``record``); a failure becomes the record's error and code."""
     try:
-        _score_into(record, path, options, inferencer, spec)
+        work()
         record.status = "ok"
     except VQAError as e:
         record.error = {"code": str(e.code), "message": e.message}  # the bare code, not the enum member

@@ -55,6 +55,11 @@ class Inferencer(ABC):
             return
         self.submit(views, done)
 
+    def infer_device(self, views) -> np.ndarray:
+        """``infer`` for views already in a torch tensor (the GPU engine prepares them on the
+        device, vqa.engine.gpu): here they come to the host first; CUDA reads them where they are."""
+        return self.infer(views.cpu().numpy())
+
     def pin(self, buffer: np.ndarray) -> Callable[[], None]:
         """Offer ``buffer`` (the ring) to be read straight from by the device; return the call
         that withdraws it, made once every batch submitted from it is back. On the CPU there is

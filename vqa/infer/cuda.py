@@ -356,6 +356,31 @@ class CUDAInferencer(Inferencer):
             parts.append(_collect_one(*queued))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def infer_device(self, views: torch.Tensor) -> np.ndarray:
+        """``infer`` for (N, V, V, 3) uint8 views on this GPU, made on the calling thread's current
+        stream (vqa.engine.gpu): the copy into a bucket waits for that stream, then replays."""
+        if views.dtype != torch.uint8 or views.ndim != 4 or tuple(views.shape[1:]) != (self._view, self._view, 3):
+            raise ValueError(f"views must be (N, {self._view}, {self._view}, 3) uint8, got {tuple(views.shape)}")
+        if len(views) == 0:
+            return np.zeros((0, OUTPUTS), dtype=np.float32)
+        views = views.to(self._device)
+        producer = torch.cuda.current_stream(self._device)
+        parts = []
+        for start, stop, bucket in plan_chunks(len(views), self.buckets):
+            part = views[start:stop]
+
+            def load(slot: _Pinned, part: torch.Tensor = part) -> int:
+                self._copier.wait_stream(producer)
+                part.record_stream(self._copier)  # not freed for reuse until the copy has read it
+                slot.dev_views[:len(part)].copy_(part)
+                slot.dev_views[len(part):].zero_()
+                return len(part)
+
+            with self._lock:
+                queued = self._graph(bucket)._run(load, self._stream, self._copier)
+            parts.append(_collect_one(*queued))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def close(self) -> None:
         if self._collector is not None:
             self._pending.put(None)

@@ -120,6 +120,10 @@ class Scorer:
         if self.workers == 0:
             return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
                                new_record)
+        if self.resolved.gpu_native:  # NVDEC into the GPU's own preparation: no decode workers
+            from ..engine.gpu import GpuEngine
+            return GpuEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
+                             new_record, sessions=self.workers)
         # The pool engine starts its workers first, and opens the model while they start.
         return PoolEngine(self.resolved, self.spec, inferencer, new_record)
 

@@ -1,0 +1,168 @@
+"""The GPU engine's control flow without a GPU: the stand-in NVDEC (tests/support/fake_nvdec.py)
+hands out pictures, "device" tensors live on the CPU, and the PyTorch network scores. What it
+checks: records equal the CPU path's (the NV12 preparation is bit for bit), videos NVDEC or the
+preparation cannot take fall back with their reason, bad files get their error codes, decoders
+are kept from one video to the next, and a video past its limit gets E_TIMEOUT while the
+engine goes on. The real path (NVDEC, CUDA) runs in tests/engine/test_gpu_engine_device.py.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+av = pytest.importorskip("av")
+torch = pytest.importorskip("torch")
+
+from tests.support import fake_nvdec  # noqa: E402
+from tests.support.clips import textured_frames, write_clip  # noqa: E402
+
+import vqa.decode as decode  # noqa: E402
+from vqa import Scorer  # noqa: E402
+from vqa.config import ScoreOptions  # noqa: E402
+from vqa.infer import open_inferencer  # noqa: E402
+from vqa.model import load_model_spec  # noqa: E402
+from vqa.scorer.local import _new_record  # noqa: E402
+
+pytestmark = pytest.mark.slow  # real clips, scored twice (the CPU path, then this one)
+
+
+@pytest.fixture
+def nvdec(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake_nvdec.install())
+    for name in ("vqa.decode.nvdec", "vqa.decode.nvdec_device"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
+    monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
+    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
+    for k in fake_nvdec.FAULTS:
+        monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
+    fake_nvdec.STATS.update(created=0, packets=0, drained=0)
+    yield fake_nvdec
+    decode._READERS.pop("nvdec", None)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gpu_engine")
+    made = {}
+    for name, (w, h), codec, opts in [
+            ("h264.mp4", (640, 360), "libx264", {"g": "24", "bf": "2", "crf": "30"}),
+            ("h264_bt709.mkv", (640, 360), "libx264", {"g": "24", "crf": "30", "colorspace": "bt709"}),
+            ("hevc.mkv", (480, 272), "libx265", {"g": "24", "crf": "30", "x265-params": "log-level=none"}),
+            ("small.mp4", (160, 96), "libx264", {"g": "24", "crf": "30"}),
+            ("vp9.webm", (320, 240), "libvpx-vp9", {"g": "24", "crf": "40", "b": "0"})]:
+        write_clip(d / name, textured_frames(72, h, w, seed=len(made)), fps=24, codec=codec, options=opts)
+        made[name] = d / name
+    (d / "text.mp4").write_text("not a video\n")
+    made["text.mp4"] = d / "text.mp4"
+    return made
+
+
+def _engine(options: ScoreOptions, sessions: int = 2):
+    from vqa.engine.gpu import GpuEngine
+
+    resolved = options.resolve()
+    spec = load_model_spec()
+    inferencer = open_inferencer(spec, backend="pytorch", threads=1)
+    model = spec.record(("pytorch",))
+    return GpuEngine(resolved, spec, inferencer, lambda p: _new_record(model, resolved.record_config(), p),
+                     sessions=sessions, device="cpu"), inferencer
+
+
+def _cpu_records(paths, frames="default"):
+    with Scorer(backend="pytorch", decoder="pyav", workers=0, frames=frames, batch_size=32) as s:
+        return {p.name: s.score(p) for p in paths}
+
+
+@pytest.mark.parametrize("frames", ["default", "all"])
+def test_records_are_the_cpu_paths(nvdec, clips, frames):
+    names = ["h264.mp4", "h264_bt709.mkv", "hevc.mkv"] if frames == "default" else ["h264_bt709.mkv"]
+    want = _cpu_records([clips[n] for n in names], frames)
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", frames=frames, batch_size=32))
+    try:
+        got = {n: engine.submit(str(clips[n])).result(timeout=120) for n in names}
+    finally:
+        engine.close()
+        inferencer.close()
+    for n in names:
+        assert got[n].status == "ok", got[n].error
+        assert got[n].warnings == want[n].warnings, n  # no fallback: NVDEC (the stand-in) took each
+        assert got[n].score == pytest.approx(want[n].score, abs=1e-4), n
+        assert got[n].category == want[n].category
+        assert [d.to_dict() for d in got[n].defects] == [d.to_dict() for d in want[n].defects]
+        # the same frames scored; NVDEC decodes the B-frames FFmpeg may skip before a run
+        assert got[n].frames["sampled"] == want[n].frames["sampled"]
+        assert got[n].frames["decode_errors"] == want[n].frames["decode_errors"] == 0
+
+
+def test_fallbacks_and_errors_are_per_video(nvdec, clips):
+    want = _cpu_records([clips["vp9.webm"], clips["small.mp4"]])
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32))
+    try:
+        futures = {n: engine.submit(str(clips[n])) for n in ("vp9.webm", "small.mp4", "text.mp4", "h264.mp4")}
+        got = {n: f.result(timeout=120) for n, f in futures.items()}
+    finally:
+        engine.close()
+        inferencer.close()
+    vp9 = got["vp9.webm"]
+    assert vp9.status == "ok" and any(w.startswith("W_DECODER_FALLBACK") and "vp9" in w for w in vp9.warnings)
+    assert vp9.score == pytest.approx(want["vp9.webm"].score, abs=1e-4)
+    small = got["small.mp4"]
+    assert any("smaller than the view" in w for w in small.warnings), small.warnings
+    assert small.score == pytest.approx(want["small.mp4"].score, abs=1e-4)
+    assert got["text.mp4"].status == "error" and got["text.mp4"].error["code"] == "E_NOT_VIDEO"
+    assert got["h264.mp4"].status == "ok" and not got["h264.mp4"].warnings
+
+
+def test_decoders_are_kept_across_videos(nvdec, clips):
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
+    try:
+        for _ in range(3):
+            assert engine.submit(str(clips["h264.mp4"])).result(timeout=120).status == "ok"
+    finally:
+        engine.close()
+        inferencer.close()
+    assert nvdec.STATS["created"] == 1
+
+
+def test_a_failing_decoder_falls_back(nvdec, clips):
+    nvdec.FAULTS["create"] = True
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
+    try:
+        record = engine.submit(str(clips["h264.mp4"])).result(timeout=120)
+    finally:
+        engine.close()
+        inferencer.close()
+    assert record.status == "ok"
+    assert any(w.startswith("W_DECODER_FALLBACK") and "could not start" in w for w in record.warnings)
+
+
+def test_a_video_past_its_limit_times_out_and_the_engine_goes_on(nvdec, clips, monkeypatch):
+    from vqa.decode import nvdec_device
+    from vqa.engine import gpu
+
+    monkeypatch.setattr(gpu, "AUTO_TIMEOUT_MIN_S", 1.0)  # the limit until a video is planned
+
+    stuck = threading.Event()
+    original = nvdec_device.NvdecDeviceReader._open
+
+    def hang_on_vp9(self):
+        if self.path.endswith(".webm"):
+            stuck.wait(60)  # a decoder that never returns, as far as the engine can tell
+        return original(self)
+
+    monkeypatch.setattr(nvdec_device.NvdecDeviceReader, "_open", hang_on_vp9)
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32),
+                                 sessions=1)
+    try:
+        late = engine.submit(str(clips["vp9.webm"]))
+        after = engine.submit(str(clips["h264.mp4"]))
+        record = late.result(timeout=30)
+        assert record.status == "error" and record.error["code"] == "E_TIMEOUT"
+        assert after.result(timeout=60).status == "ok"  # a new session took it
+    finally:
+        stuck.set()
+        engine.close()
+        inferencer.close()

@@ -1,0 +1,203 @@
+"""NVDEC with the pictures left on the GPU: the reader of the GPU engine (vqa.engine.gpu).
+
+The nvdec reader (vqa.decode.nvdec) copies every picture back to host memory so that swscale
+and the CPU path prepare it. This one hands each picture on as an NV12 tensor in device
+memory, for ``vqa.infer.nv12`` to prepare beside the network; nothing but one picture per
+video (the first, compared with FFmpeg's) comes back to the host. PyAV still opens, checks,
+measures, demuxes and seeks the file as for every backend, so the plan reads the same frames.
+
+A video whose pictures the GPU path cannot prepare as the CPU path does is decoded on the CPU
+by FFmpeg instead, with a ``W_DECODER_FALLBACK`` warning naming the reason: the nvdec reader's
+reasons (codec, pixel format, odd size, AVI, ...) and those of the preparation: a colour space
+other than BT.601 and BT.709, full range, rotation, non-square pixels, interlacing, HDR, a frame
+smaller than the model's view. Its frames are then ordinary RGB ``Frame``s.
+
+Decoders are kept per thread (``Session``) from one video to the next: a new NVDEC decoder
+costs about 30 ms, an emptied one nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, cast
+
+import numpy as np
+import torch
+from av.bitstream import BitStreamFilterContext
+
+from vqa.decode.hdr import HDR_TRANSFERS
+from vqa.decode.nvdec import _NO_PTS, CODECS, NvdecReader, nvc
+from vqa.infer.nv12 import matrix_of, nv12_of, unsupported
+from vqa.preprocess import TRAINING, Geometry
+from vqa.types import Frame
+
+# Decoders are made one at a time: NVDEC.md (shared/gpu) saw decoders made at once in several
+# threads hang; made in turn they work.
+_CREATE = threading.Lock()
+
+
+@dataclasses.dataclass
+class DeviceFrame:
+    """A frame as the GPU path reads it: NV12 (H * 3 / 2, W) uint8 on the device, its matrix."""
+
+    run: int
+    pts_s: float
+    nv12: torch.Tensor
+    matrix: str
+
+
+@dataclasses.dataclass
+class _Picture:
+    """A decoded picture in device memory, copied out of NVDEC's buffer (which it reuses)."""
+
+    pts: int | None
+    nv12: torch.Tensor
+
+
+class _DeviceArray:
+    """NVDEC's picture buffer as the CUDA array interface describes it, for torch to wrap."""
+
+    def __init__(self, pointer: int, height: int, width: int):
+        self.__cuda_array_interface__ = {"shape": (height * 3 // 2, width), "typestr": "|u1",
+                                         "data": (pointer, False), "version": 3, "strides": None}
+
+
+class Session:
+    """One thread's NVDEC decoders (one per codec), kept from video to video; ``device``: where
+    pictures go (CPU tensors with the stand-in decoder of the tests)."""
+
+    def __init__(self, device: torch.device | str = "cuda"):
+        self.device = torch.device(device)
+        self._decoders: dict[str, Any] = {}
+        self.created = 0
+
+    def decoder(self, codec: str) -> Any:
+        found = self._decoders.pop(codec, None)
+        if found is not None:
+            return found
+        with _CREATE:
+            made = nvc.CreateDecoder(gpuid=0, codec=getattr(nvc.cudaVideoCodec, CODECS[codec][0]), cudacontext=0,
+                                     cudastream=0, usedevicememory=self.device.type == "cuda")
+        self.created += 1
+        return made
+
+    def give_back(self, codec: str, decoder: Any) -> None:
+        """A decoder emptied by the end of a stream, for the next video of this codec."""
+        self._decoders[codec] = decoder
+
+
+class NvdecDeviceReader(NvdecReader):
+    BACKEND_NAME = "nvdec"
+
+    def __init__(self, path: str, *, session: Session, geometry: Geometry = TRAINING, **kwargs: Any):
+        self._session, self._geometry = session, geometry
+        self.matrix: str | None = None  # the frames' matrix (vqa.infer.nv12), None on the CPU path
+        super().__init__(path, **kwargs)
+
+    def _why_not(self) -> str | None:
+        reason = super()._why_not()
+        if reason is not None:
+            return reason
+        first = self._ready[0]
+        if self._rot_k:
+            return "the GPU path does not turn rotated video"
+        if self._sar is not None:
+            return "the GPU path does not resample non-square pixels"
+        if first.interlaced_frame:
+            return "the GPU path does not deinterlace"
+        if first.color_trc in HDR_TRANSFERS:
+            return "the GPU path does not tone-map HDR"
+        why = unsupported(first.height, first.width, self._geometry, first.colorspace, first.color_range == 2)
+        return None if why is None else f"the GPU path does not prepare this video ({why})"
+
+    def _new_decoder(self) -> Any:
+        self._fed = False
+        return self._session.decoder(self._stream.codec_context.name)
+
+    def _start(self) -> str | None:
+        first = self._ready[0]
+        self._shape = (first.height, first.width)
+        self.matrix = matrix_of(first.colorspace)
+        try:
+            self._nv = self._new_decoder()
+            self._bsf = BitStreamFilterContext(CODECS[self._stream.codec_context.name][1], in_stream=self._stream)
+            self._reopen()
+            frame = self._next_av_frame()
+        except MemoryError:
+            raise
+        except Exception as exc:  # PyNvVideoCodec raises its own types, RuntimeError among them
+            self._nv = None  # a decoder that failed is not kept
+            return f"NVDEC could not start ({type(exc).__name__}: {exc})"
+        if frame is None:
+            return "NVDEC decoded no picture from the first packets"
+        picture = cast(_Picture, frame)  # what _to_frame made of NVDEC's picture
+        if picture.pts != first.pts or not np.array_equal(picture.nv12.cpu().numpy(), nv12_of(first)):
+            return f"NVDEC's first picture differs from FFmpeg's (pts {frame.pts} against {first.pts})"
+        self._ready.append(frame)
+        return None
+
+    def _fall_back(self, reason: str) -> None:
+        self.matrix = None
+        decoder = self._nv
+        super()._fall_back(reason)
+        if decoder is not None and self._fed:
+            self._give_back(decoder)
+
+    def _to_frame(self, picture: Any) -> _Picture:  # type: ignore[override]
+        h, w = self._shape
+        size = w * h * 3 // 2
+        if picture.framesize() != size:
+            raise ValueError(f"a {picture.framesize()}-byte picture where {w}x{h} NV12 takes {size}")
+        device = self._session.device
+        if device.type == "cuda":
+            # Copied on the legacy default stream, where NVDEC wrote it: ordered before the
+            # decoder's next picture lands in the same buffer.
+            with torch.cuda.stream(torch.cuda.default_stream(device)):
+                nv12 = torch.as_tensor(_DeviceArray(picture.GetPtrToPlane(0), h, w), device=device).clone()
+        else:  # the stand-in decoder of the tests: host memory
+            import ctypes
+            host = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(picture.GetPtrToPlane(0)))
+            nv12 = torch.from_numpy(host.reshape(h * 3 // 2, w).copy())
+        pts = int(picture.getPTS())
+        return _Picture(None if pts == _NO_PTS or pts >= 1 << 63 else pts, nv12)
+
+    def _retrieve(self) -> np.ndarray | torch.Tensor | None:  # type: ignore[override]
+        frame = self._frame
+        if isinstance(frame, _Picture):
+            return frame.nv12
+        return super()._retrieve()
+
+    def _note_shape(self, rgb: np.ndarray | torch.Tensor, pts: float) -> None:
+        if isinstance(rgb, torch.Tensor):  # NV12: the picture's rows are 3/2 of its height
+            rgb = np.empty((rgb.shape[0] * 2 // 3, rgb.shape[1], 0), np.uint8)
+        super()._note_shape(rgb, pts)
+
+    def _frame_of(self, run: int, pts_s: float,  # type: ignore[override]
+                  pixels: np.ndarray | torch.Tensor) -> Frame | DeviceFrame:
+        if isinstance(pixels, torch.Tensor):
+            assert self.matrix is not None  # set when NVDEC started, cleared when it falls back
+            return DeviceFrame(run, pts_s, pixels, self.matrix)
+        return super()._frame_of(run, pts_s, pixels)
+
+    def _give_back(self, decoder: Any) -> None:
+        """Empty ``decoder`` (the end of a stream) and keep it for the session's next video."""
+        try:
+            if self._fed:
+                _drain(decoder)
+            self._session.give_back(self._stream.codec_context.name, decoder)
+        except MemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - a decoder that fails to empty is dropped, not kept
+            pass
+
+    def _release(self) -> None:
+        decoder, self._nv = self._nv, None
+        if decoder is not None and getattr(self, "_stream", None) is not None:
+            self._give_back(decoder)
+        super()._release()
+
+
+def _drain(decoder: Any) -> None:
+    packet = nvc.PacketData()
+    packet.bsl = 0
+    decoder.Decode(packet)
