@@ -25,6 +25,14 @@
 #     rows    issue 20's ring rows to the GPU: scripts/bench/rows_profile.py (rows_profile.json), then views/s
 #             through submit() and submit_rows() (the ring pinned, and staged) at batch 32 and 128, cuda
 #             fp16, this code and AB_OLD's in turns (infer_rows.json)
+#     native  issue 34's GPU engine: its GPU tests (pytest_native.log), records against the CPU path on the
+#             sample videos, 10 folder clips and the real clips in .device_bench/real (records_native.json),
+#             and the NVDEC ceiling on this start with shared/gpu's nvdec_ceiling.py carried in .device_bench
+#             (ceiling_all.json: every frame, ceiling_plan.json: the library's sampler on the default plan)
+#     nativebench  its folder rows, in turns: default plan (120 clips) and every frame (30), openvino fp32
+#             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda); sessions 8, 16, 32
+#             (native_default.json, native_all.json, native_sessions.json); the same 16 sessions in 1, 2, 4
+#             processes (scripts/bench/gpu_processes.py: native_procs.json)
 #     streams OpenVINO streams and thread pinning (scripts/bench/ov_streams.py): views/s, then the default
 #             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
@@ -286,6 +294,47 @@ nvfolder() {  # the folder study with each decoder, CPU and GPU inference (NV_* 
   # shellcheck disable=SC2086
   bench nvfolder_default 60 200 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 --backend openvino:int8 $cuda --decoder pyav --decoder nvdec
+}
+
+native() {  # issue 34: the GPU engine (--decoder nvdec --backend cuda) against the CPU and GPU paths
+  "$PY" -c "import av, openvino, PyNvVideoCodec" 2>/dev/null || {
+    echo "== SKIPPED native: stage .whl/av, .whl/ov and .whl/nv first"; return 0; }
+  gpu_here || { echo "== SKIPPED native: no CUDA device here"; return 0; }
+  clips "$N_CLIPS_ALL"
+  step pytest_native 60 240 "$PY" -m pytest -q -rA -p no:cacheprovider tests/engine/test_gpu_engine_device.py \
+    tests/engine/test_gpu_engine.py tests/decode/test_nvdec_device.py 2>&1 | tail -40 | tee "$OUT/pytest_native.log"
+  # Records against the CPU path (openvino fp32, pyav): the sample videos, folder clips, real footage
+  # carried in .device_bench/real (NATIVE_REAL), each backend with FFmpeg's decoding and with the GPU engine.
+  # shellcheck disable=SC2086
+  step records_native 30 200 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_records.py \
+    --out "$OUT/records_native.json" sample_videos/*.mp4 /tmp/vqa_f/bench_00[0-9].mp4 ${NATIVE_REAL:-.device_bench/real/*.mp4} \
+    --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
+  # The card's NVDEC ceiling on this start (every frame, 32 decoder threads in one process), and the
+  # library's own sampler on the default plan's frames: NVDEC.md's tool, carried in .device_bench.
+  if [ -f .device_bench/nvdec_ceiling.py ]; then
+    step ceiling_all 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_all.json" \
+      simple,32,all,native,96
+    step ceiling_plan 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_plan.json" \
+      simple,32,plan,native,1280
+  fi
+}
+
+nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GPU engine in turns
+  "$PY" -c "import av, openvino, PyNvVideoCodec" 2>/dev/null || {
+    echo "== SKIPPED nativebench: stage .whl/av, .whl/ov and .whl/nv first"; return 0; }
+  gpu_here || { echo "== SKIPPED nativebench: no CUDA device here"; return 0; }
+  clips "$N_CLIPS_ALL"
+  bench native_default 90 200 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
+  bench native_all 60 200 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
+  local w sweep=()
+  for w in ${NATIVE_SESSIONS:-8 16 32}; do sweep+=(--workers "$w"); done
+  bench native_sessions 40 120 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" --backend cuda:fp16 \
+    --decoder nvdec "${sweep[@]}"
+  # The same sessions spread over processes: what one GIL costs the CPU's share of each video.
+  step native_procs 60 150 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_processes.py /tmp/vqa_f \
+    --procs ${NATIVE_PROCS:-1 2 4} --sessions "${NATIVE_PROC_SESSIONS:-16}" --rounds "${ROUNDS:-1}" --out "$OUT/native_procs.json"
 }
 
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
@@ -609,8 +658,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab|streams) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab, streams; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|native|nativebench|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab|streams) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, native, nativebench, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab, streams; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -622,6 +671,8 @@ main() {
       folder) folder ;;
       nvdec) nvdec ;;
       nvfolder) nvfolder ;;
+      native) native ;;
+      nativebench) nativebench ;;
       speed) speed ;;
       hybrid) hybrid ;;
       scaling) scaling ;;

@@ -143,7 +143,7 @@ def test_a_video_past_its_limit_times_out_and_the_engine_goes_on(nvdec, clips, m
     from vqa.decode import nvdec_device
     from vqa.engine import gpu
 
-    monkeypatch.setattr(gpu, "AUTO_TIMEOUT_MIN_S", 1.0)  # the limit until a video is planned
+    monkeypatch.setattr(gpu, "AUTO_TIMEOUT_MIN_S", 5.0)  # the limit until a video is planned
 
     stuck = threading.Event()
     original = nvdec_device.NvdecDeviceReader._open
