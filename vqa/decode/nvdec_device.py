@@ -21,6 +21,7 @@ import dataclasses
 import threading
 from typing import Any, cast
 
+import av
 import numpy as np
 import torch
 from av.bitstream import BitStreamFilterContext
@@ -149,17 +150,22 @@ class NvdecDeviceReader(NvdecReader):
         if picture.framesize() != size:
             raise ValueError(f"a {picture.framesize()}-byte picture where {w}x{h} NV12 takes {size}")
         device = self._session.device
-        if device.type == "cuda":
-            # Copied on the legacy default stream, where NVDEC wrote it: ordered before the
-            # decoder's next picture lands in the same buffer.
-            with torch.cuda.stream(torch.cuda.default_stream(device)):
-                nv12 = torch.as_tensor(_DeviceArray(picture.GetPtrToPlane(0), h, w), device=device).clone()
+        if device.type == "cuda":  # on the session's stream; _nv_decode waits for it
+            nv12 = torch.as_tensor(_DeviceArray(picture.GetPtrToPlane(0), h, w), device=device).clone()
         else:  # the stand-in decoder of the tests: host memory
             import ctypes
             host = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(picture.GetPtrToPlane(0)))
             nv12 = torch.from_numpy(host.reshape(h * 3 // 2, w).copy())
         pts = int(picture.getPTS())
         return _Picture(None if pts == _NO_PTS or pts >= 1 << 63 else pts, nv12)
+
+    def _nv_decode(self, packet: av.Packet | None) -> list[av.VideoFrame]:
+        pictures = super()._nv_decode(packet)
+        if pictures and self._session.device.type == "cuda":
+            # NVDEC writes its next pictures into the buffers just copied: the copies must be
+            # done before the decoder is called again (one wait a packet, the GIL let go).
+            torch.cuda.current_stream(self._session.device).synchronize()
+        return pictures
 
     def _retrieve(self) -> np.ndarray | torch.Tensor | None:  # type: ignore[override]
         frame = self._frame
