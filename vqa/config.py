@@ -107,6 +107,10 @@ def _check_memory(v: Any) -> str | None:
             f"{MIN_WORKER_MEMORY_MB} (MiB), got {v!r}")
 
 
+def _check_gpu_processes(v: Any) -> str | None:
+    return None if _is_int(v) and 1 <= v <= 16 else f"gpu_processes must be an integer from 1 to 16, got {v!r}"
+
+
 def _check_nvdec_workers(v: Any) -> str | None:
     return None if _is_int(v) and v >= 0 else f"nvdec_workers must be an integer >= 0, got {v!r}"
 
@@ -201,7 +205,7 @@ class ScoreOptions:
     """What to score with and how. Every field has its default here and nowhere else.
 
     Options that change records enter ``record_config()`` (so the job store's key); the others
-    (workers, nvdec_workers, threads, model_dir, timeout_s, worker_memory_mb) only change speed
+    (workers, nvdec_workers, gpu_processes, threads, model_dir, timeout_s, worker_memory_mb) only change speed
     or isolation.
     """
 
@@ -260,6 +264,12 @@ class ScoreOptions:
              "(--decoder pyav only; default 0). Each takes the next video like any worker; H.264 and "
              "HEVC are decoded by NVDEC, other videos by FFmpeg on the CPU. Records are those of pyav "
              "alone (docs: How it works has the one exception). Measured: no faster with every core decoding.")
+    gpu_processes: int = _option(
+        1, _check_gpu_processes, flag="--gpu-processes", parse=_parse_count(1), metavar="INTEGER RANGE",
+        help="With --decoder nvdec and --backend cuda (the GPU engine: pictures decoded by NVDEC stay on the "
+             "GPU): processes that share its --workers NVDEC sessions, each with its own copy of the model "
+             "(default 1). The CPU's share of each video holds one process's interpreter lock; more "
+             "processes spread it (docs: Performance has the measured rows).")
     model_dir: str | os.PathLike | None = _option(
         None, _check_model_dir, flag="--model-dir", existing_dir=True,
         help="Folder holding the model files and manifest (default: the installed model).")
@@ -294,6 +304,9 @@ class ScoreOptions:
             raise UsageError(f"nvdec_workers adds NVDEC workers beside {HYBRID_DECODER[0]} workers (their pixels "
                              f"are {HYBRID_DECODER[0]}'s), not beside {self.decoder!r} ones: use decoder "
                              f"{HYBRID_DECODER[0]!r}")
+        if self.gpu_processes > 1 and not (self.decoder == "nvdec" and self.backend in GPU_BACKENDS):
+            raise UsageError("gpu_processes spreads the GPU engine (decoder 'nvdec' with backend 'cuda') over "
+                             f"processes; with decoder {self.decoder!r} and backend {self.backend!r} there is none")
         if self.nvdec_workers and self.workers == 0:
             raise UsageError("nvdec_workers needs decode workers (workers >= 1): with workers=0 this "
                              "process decodes")

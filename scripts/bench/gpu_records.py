@@ -31,9 +31,8 @@ FP16_MEAN_POINTS = 1.0
 
 def scores(clips: list[str], backend: str, precision: str, workers: int | None, decoder: str = "pyav") -> dict:
     start = time.perf_counter()
-    name, nvdec_workers = decoder_spec(decoder)  # "pyav+nvdec:N": NVDEC workers beside the CPU ones
-    with Scorer(backend=backend, precision=precision, workers=workers, decoder=name,
-                nvdec_workers=nvdec_workers) as scorer:
+    # "pyav+nvdec:N": NVDEC workers beside the CPU ones; "nvdec:P": the GPU engine in P processes
+    with Scorer(backend=backend, precision=precision, workers=workers, **decoder_spec(decoder)) as scorer:
         ready = time.perf_counter()
         records = list(scorer.score_many(clips))
         split = {"workers": scorer.workers, "inference_threads": scorer.threads}

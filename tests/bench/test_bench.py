@@ -219,14 +219,17 @@ def test_folder_rows_keep_each_round_and_pair_the_efficiency_by_round():
     assert four["efficiency_by_round"] == [0.75, 0.75, 2.0]
 
 
-@pytest.mark.parametrize("text, want", [("pyav", ("pyav", 0)), ("nvdec", ("nvdec", 0)),
-                                        ("pyav+nvdec:3", ("pyav", 3))])
+@pytest.mark.parametrize("text, want", [("pyav", {"decoder": "pyav", "nvdec_workers": 0}),
+                                        ("nvdec", {"decoder": "nvdec", "nvdec_workers": 0}),
+                                        ("pyav+nvdec:3", {"decoder": "pyav", "nvdec_workers": 3}),
+                                        ("nvdec:4", {"decoder": "nvdec", "nvdec_workers": 0, "gpu_processes": 4})])
 def test_folder_study_decoder_names(text, want):
 
     assert bench_folder.decoder_spec(text) == want
 
 
-@pytest.mark.parametrize("text", ["pyav+nvdec", "pyav+nvdec:0", "opencv+nvdec:2", "pyav+nvdec:x", "vlc"])
+@pytest.mark.parametrize("text", ["pyav+nvdec", "pyav+nvdec:0", "opencv+nvdec:2", "pyav+nvdec:x", "vlc", "nvdec:0",
+                                  "pyav:2"])
 def test_folder_study_refuses_other_decoder_names(text):
     from vqa.errors import UsageError
 

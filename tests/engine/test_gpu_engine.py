@@ -170,3 +170,60 @@ def test_a_video_past_its_limit_times_out_and_the_engine_goes_on(nvdec, clips, m
         stuck.set()
         engine.close()
         inferencer.close()
+
+
+def _stand_in_process(options, sessions):
+    """What a GPU process runs, on the CPU: the stand-in NVDEC installed in this (spawned) process."""
+    sys.modules["PyNvVideoCodec"] = fake_nvdec.install()
+    engine, inferencer = _engine(options, sessions)
+    stop = engine.submit
+
+    def submit(path, split=False, shown=None):
+        if path.endswith("die.mp4"):  # a decoder that takes its process down
+            import os
+            os._exit(3)
+        return stop(path, split, shown)
+
+    engine.submit = submit
+
+    def close():
+        engine.close()
+        inferencer.close()
+    return engine, close
+
+
+def test_processes_share_the_videos_and_replace_one_that_dies(nvdec, clips, tmp_path):
+    from vqa.engine.gpu_processes import GpuProcesses
+
+    options = ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32)
+    resolved = options.resolve()
+    want = _cpu_records([clips["h264.mp4"]])["h264.mp4"]
+    die = tmp_path / "die.mp4"
+    die.write_bytes(clips["h264.mp4"].read_bytes())
+    engine = GpuProcesses(resolved, lambda p: _new_record({}, {}, p), processes=2, sessions=2,
+                          factory=_stand_in_process)
+    try:
+        first = [engine.submit(str(clips["h264.mp4"]), shown=f"clip{k}.mp4") for k in range(3)]
+        records = [f.result(timeout=120) for f in first]
+        assert [r.path for r in records] == ["clip0.mp4", "clip1.mp4", "clip2.mp4"]
+        assert all(r.status == "ok" and r.score == pytest.approx(want.score, abs=1e-4) for r in records)
+        lost = engine.submit(str(die)).result(timeout=60)
+        assert lost.status == "error" and lost.error["code"] == "E_INTERNAL" and "exit code 3" in lost.error["message"]
+        after = [engine.submit(str(clips["h264.mp4"])) for _ in range(3)]  # the replacement takes its share
+        assert all(f.result(timeout=120).status == "ok" for f in after)
+    finally:
+        engine.close()
+
+
+def test_a_picture_in_a_taller_nvdec_buffer_is_packed(nvdec):
+    from vqa.decode.nvdec_device import _packed
+
+    h, w, rows = 540, 960, 544  # NVDEC allocates whole macroblocks: 544 luma rows for 540
+    buffer = torch.randint(0, 256, (rows * 3 // 2, w), dtype=torch.uint8)
+    got = _packed(buffer, h, w)
+    assert got.shape == (h * 3 // 2, w)
+    assert torch.equal(got[:h], buffer[:h]) and torch.equal(got[h:], buffer[rows:rows + h // 2])
+    exact = buffer[:h * 3 // 2].clone()
+    assert torch.equal(_packed(exact, h, w), exact)
+    with pytest.raises(ValueError, match="cannot hold"):
+        _packed(buffer[:100], h, w)

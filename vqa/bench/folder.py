@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import GPU_BACKENDS
 from ..errors import UsageError
 from ..inputs import VIDEO_EXTENSIONS
 from ..sample import plan_frames
@@ -111,12 +112,13 @@ def score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
 
     chosen: dict[str, Any] = {} if backend is None else {"backend": backend[0], "precision": backend[1]}
     if decoder is not None:
-        chosen["decoder"], chosen["nvdec_workers"] = decoder_spec(decoder)
+        chosen.update(decoder_spec(decoder))
     if batch_size is not None:
         chosen["batch_size"] = batch_size
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
                  "decoder": scorer.options.decoder, "nvdec_workers": scorer.options.nvdec_workers,
+                 "gpu_processes": scorer.options.gpu_processes,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
                  "inference_threads": scorer.threads, "warm_s": round(_warm(scorer), 3)}
         start = time.perf_counter()
@@ -141,19 +143,24 @@ def _summary(runs: list[dict], videos: int) -> dict:
             "videos_per_min_by_round": [round(videos / r["seconds"] * 60, 1) for r in runs]}
 
 
-def decoder_spec(text: str) -> tuple[str, int]:
-    """A folder-study decoder: a decoder's name, or ``pyav+nvdec:N`` for ``--decoder pyav
-    --nvdec-workers N`` (NVDEC workers beside the CPU ones) -> (decoder, nvdec_workers)."""
+def decoder_spec(text: str) -> dict[str, Any]:
+    """A folder-study decoder as Scorer options: a decoder's name; ``pyav+nvdec:N`` for ``--decoder
+    pyav --nvdec-workers N`` (NVDEC workers beside the CPU ones); ``nvdec:P`` for ``--decoder nvdec
+    --gpu-processes P`` (the GPU engine in P processes, with a cuda backend)."""
     from ..config import DECODERS, HYBRID_DECODER
 
     cpu, sep, rest = text.partition("+")
     if not sep and cpu in DECODERS:
-        return cpu, 0
+        return {"decoder": cpu, "nvdec_workers": 0}
+    name, _, count = cpu.partition(":")
+    if not sep and name == "nvdec" and count.isdigit() and int(count) >= 1:
+        return {"decoder": name, "nvdec_workers": 0, "gpu_processes": int(count)}
     name, _, count = rest.partition(":")
     if (cpu, name) == HYBRID_DECODER and count.isdigit() and int(count) >= 1:
-        return cpu, int(count)
-    raise UsageError(f"unknown decoder {text!r}: one of {', '.join(DECODERS)}, or "
-                     f"{'+'.join(HYBRID_DECODER)}:N for N NVDEC workers beside the CPU ones")
+        return {"decoder": cpu, "nvdec_workers": int(count)}
+    raise UsageError(f"unknown decoder {text!r}: one of {', '.join(DECODERS)}, "
+                     f"{'+'.join(HYBRID_DECODER)}:N for N NVDEC workers beside the CPU ones, or nvdec:P for "
+                     "the GPU engine in P processes")
 
 
 def _label(backend: tuple[str, str] | None, decoder: str | None = None) -> str:
@@ -231,8 +238,12 @@ def folder_study(folder: str | os.PathLike, *, videos: int = DEFAULT_VIDEOS, siz
         raise UsageError(f"rounds must be >= 1, got {rounds}")
     for d in decoders or ():
         decoder_spec(d)  # refused now, not after the first rows ran
+    # The GPU engine's processes (nvdec:P) run only beside a GPU backend: those pairs are left out.
     chosen = [(b, d) for b in (list(backends) if backends else [None])
-              for d in (list(decoders) if decoders else [None])]
+              for d in (list(decoders) if decoders else [None])
+              if not (d is not None and "gpu_processes" in decoder_spec(d) and (b is None or b[0] not in GPU_BACKENDS))]
+    if not chosen:
+        raise UsageError("nvdec:P runs the GPU engine: name a cuda backend beside it")
     labels = [_label(*c) for c in chosen]
     if len(set(labels)) != len(labels):
         raise UsageError(f"a backend is named twice: {', '.join(labels)}")

@@ -38,10 +38,11 @@ _FIELDS = {f.name: f for f in cli_fields()}
                    "The pipeline study's naive baseline runs only when pytorch is measured. folder study "
                    "(default: openvino:fp32): each setting runs on each backend in turn, e.g. --backend "
                    "openvino:fp32 --backend cuda:fp32 compares the CPU and GPU paths side by side.")
-@click.option("--decoder", "decoders", multiple=True, metavar="|".join((*DECODERS, "pyav+nvdec:N")),
+@click.option("--decoder", "decoders", multiple=True, metavar="|".join((*DECODERS, "pyav+nvdec:N", "nvdec:P")),
               help="folder study: decoder, repeatable; each is crossed with each --backend (default: pyav). "
-                   "pyav+nvdec:N adds N NVDEC workers beside the CPU ones (--nvdec-workers N). "
-                   "e.g. --backend cuda:fp16 --decoder pyav --decoder pyav+nvdec:4.")
+                   "pyav+nvdec:N adds N NVDEC workers beside the CPU ones (--nvdec-workers N); nvdec with a "
+                   "cuda backend is the GPU engine (pictures stay on the GPU), nvdec:P the same in P processes "
+                   "(--gpu-processes P). e.g. --backend cuda:fp16 --decoder pyav --decoder nvdec:4.")
 @click.option("--batch-size", "batch_sizes", multiple=True, type=click.IntRange(min=1),
               help="Batch size of the batch study, repeatable (default: 1 2 4 8 16 32); folder study: one "
                    "batch size for every row (default: auto).")

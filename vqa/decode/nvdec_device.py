@@ -55,14 +55,6 @@ class _Picture:
     nv12: torch.Tensor
 
 
-class _DeviceArray:
-    """NVDEC's picture buffer as the CUDA array interface describes it, for torch to wrap."""
-
-    def __init__(self, pointer: int, height: int, width: int):
-        self.__cuda_array_interface__ = {"shape": (height * 3 // 2, width), "typestr": "|u1",
-                                         "data": (pointer, False), "version": 3, "strides": None}
-
-
 class Session:
     """One thread's NVDEC decoders (one per codec), kept from video to video; ``device``: where
     pictures go (CPU tensors with the stand-in decoder of the tests)."""
@@ -146,14 +138,14 @@ class NvdecDeviceReader(NvdecReader):
 
     def _to_frame(self, picture: Any) -> _Picture:  # type: ignore[override]
         h, w = self._shape
-        size = w * h * 3 // 2
-        if picture.framesize() != size:
-            raise ValueError(f"a {picture.framesize()}-byte picture where {w}x{h} NV12 takes {size}")
         device = self._session.device
-        if device.type == "cuda":  # on the session's stream; _nv_decode waits for it
-            nv12 = torch.as_tensor(_DeviceArray(picture.GetPtrToPlane(0), h, w), device=device).clone()
+        if device.type == "cuda":  # copied on the session's stream; _nv_decode waits for it
+            nv12 = _packed(torch.from_dlpack(picture), h, w)
         else:  # the stand-in decoder of the tests: host memory
             import ctypes
+            size = w * h * 3 // 2
+            if picture.framesize() != size:
+                raise ValueError(f"a {picture.framesize()}-byte picture where {w}x{h} NV12 takes {size}")
             host = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(picture.GetPtrToPlane(0)))
             nv12 = torch.from_numpy(host.reshape(h * 3 // 2, w).copy())
         pts = int(picture.getPTS())
@@ -201,6 +193,19 @@ class NvdecDeviceReader(NvdecReader):
         if decoder is not None and getattr(self, "_stream", None) is not None:
             self._give_back(decoder)
         super()._release()
+
+
+def _packed(surface: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """(H * 3 / 2, W) NV12 copied out of NVDEC's buffer, which may hold more rows than the picture
+    (its surfaces are allocated in whole macroblocks, 544 rows for 540): luma from the top, chroma
+    from where the luma rows allocated end. The first picture's check against FFmpeg's proves it."""
+    rows, width = surface.shape[0], surface.shape[1]
+    if width < w or rows * 2 % 3 or rows * 2 // 3 < h:
+        raise ValueError(f"a {rows}x{width} NVDEC buffer cannot hold a {w}x{h} NV12 picture")
+    if rows == h * 3 // 2 and width == w:
+        return surface.clone()
+    luma_rows = rows * 2 // 3
+    return torch.cat([surface[:h, :w], surface[luma_rows:luma_rows + h // 2, :w]])
 
 
 def _drain(decoder: Any) -> None:

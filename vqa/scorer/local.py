@@ -120,6 +120,9 @@ class Scorer:
         if self.workers == 0:
             return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
                                new_record)
+        if self.resolved.gpu_native and self.options.gpu_processes > 1:  # the model loads in each process
+            from ..engine.gpu_processes import GpuProcesses
+            return GpuProcesses(self.resolved, new_record, processes=self.options.gpu_processes, sessions=self.workers)
         if self.resolved.gpu_native:  # NVDEC into the GPU's own preparation: no decode workers
             from ..engine.gpu import GpuEngine
             return GpuEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
