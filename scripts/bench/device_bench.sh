@@ -30,9 +30,9 @@
 #             and the NVDEC ceiling on this start with shared/gpu's nvdec_ceiling.py carried in .device_bench
 #             (ceiling_all.json: every frame, ceiling_plan.json: the library's sampler on the default plan)
 #     nativebench  its folder rows, in turns: default plan (120 clips) and every frame (30), openvino fp32
-#             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda); sessions 8, 16, 32
-#             (native_default.json, native_all.json, native_sessions.json); the same 16 sessions in 1, 2, 4
-#             processes (scripts/bench/gpu_processes.py: native_procs.json)
+#             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda), and the GPU engine in 4 and 8
+#             processes (nvdec:4, nvdec:8; NATIVE_DECODERS): native_default.json, native_all.json; the NVDEC
+#             ceiling of the same start first (ceiling_all.json, ceiling_plan.json)
 #     streams OpenVINO streams and thread pinning (scripts/bench/ov_streams.py): views/s, then the default
 #             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
@@ -324,17 +324,19 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
     echo "== SKIPPED nativebench: stage .whl/av, .whl/ov and .whl/nv first"; return 0; }
   gpu_here || { echo "== SKIPPED nativebench: no CUDA device here"; return 0; }
   clips "$N_CLIPS_ALL"
-  bench native_default 90 200 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
-    --backend openvino:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
-  bench native_all 60 200 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
-    --backend openvino:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
-  local w sweep=()
-  for w in ${NATIVE_SESSIONS:-8 16 32}; do sweep+=(--workers "$w"); done
-  bench native_sessions 40 120 /tmp/vqa_f --frames default --rounds "${ROUNDS:-1}" --backend cuda:fp16 \
-    --decoder nvdec "${sweep[@]}"
-  # The same sessions spread over processes: what one GIL costs the CPU's share of each video.
-  step native_procs 60 150 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_processes.py /tmp/vqa_f \
-    --procs ${NATIVE_PROCS:-1 2 4} --sessions "${NATIVE_PROC_SESSIONS:-16}" --rounds "${ROUNDS:-1}" --out "$OUT/native_procs.json"
+  if [ -f .device_bench/nvdec_ceiling.py ]; then  # the NVDEC ceiling of this start, beside the rows
+    step ceiling_all 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_all.json" \
+      simple,32,all,native,96
+    step ceiling_plan 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_plan.json" \
+      simple,32,plan,native,1280
+  fi
+  local d decoders=()
+  for d in ${NATIVE_DECODERS:-pyav nvdec nvdec:4 nvdec:8}; do decoders+=(--decoder "$d"); done
+  # nvdec:P rows run with the cuda backend only (the folder study leaves out the openvino ones)
+  bench native_default 90 300 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
+  bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+    --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
 }
 
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers

@@ -21,10 +21,10 @@ from pathlib import Path
 
 def _child(paths: list[str], sessions: int, precision: str, frames: str, ready, go, out) -> None:
     from vqa import Scorer
-    from vqa.bench.folder import _warm
+    from vqa.bench.folder import warm
 
     with Scorer(backend="cuda", precision=precision, decoder="nvdec", workers=sessions, frames=frames) as scorer:
-        _warm(scorer)
+        warm(scorer)
         ready.put(os.getpid())
         go.wait()
         start = time.perf_counter()

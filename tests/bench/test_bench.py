@@ -258,8 +258,8 @@ def test_warming_captures_the_buckets_up_to_the_batch_size_and_nothing_on_a_cpu_
 
     gpu = Buckets()
     scorer = SimpleNamespace(inferencer=gpu, spec=SimpleNamespace(view_size=4), resolved=SimpleNamespace(batch_size=32))
-    assert bench_folder._warm(scorer) >= 0 and gpu.sizes == [1, 8, 32]
-    assert bench_folder._warm(SimpleNamespace(inferencer=object())) == 0.0
+    assert bench_folder.warm(scorer) >= 0 and gpu.sizes == [1, 8, 32]
+    assert bench_folder.warm(SimpleNamespace(inferencer=object())) == 0.0
 
 
 @pytest.mark.slow

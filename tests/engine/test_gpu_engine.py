@@ -7,6 +7,7 @@ engine goes on. The real path (NVDEC, CUDA) runs in tests/engine/test_gpu_engine
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import threading
@@ -172,7 +173,7 @@ def test_a_video_past_its_limit_times_out_and_the_engine_goes_on(nvdec, clips, m
         inferencer.close()
 
 
-def _stand_in_process(options, sessions):
+def _stand_in_process(options, sessions, new_record):
     """What a GPU process runs, on the CPU: the stand-in NVDEC installed in this (spawned) process."""
     sys.modules["PyNvVideoCodec"] = fake_nvdec.install()
     engine, inferencer = _engine(options, sessions)
@@ -200,7 +201,7 @@ def test_processes_share_the_videos_and_replace_one_that_dies(nvdec, clips, tmp_
     want = _cpu_records([clips["h264.mp4"]])["h264.mp4"]
     die = tmp_path / "die.mp4"
     die.write_bytes(clips["h264.mp4"].read_bytes())
-    engine = GpuProcesses(resolved, lambda p: _new_record({}, {}, p), processes=2, sessions=2,
+    engine = GpuProcesses(resolved, functools.partial(_new_record, {}, {}), processes=2, sessions=2,
                           factory=_stand_in_process)
     try:
         first = [engine.submit(str(clips["h264.mp4"]), shown=f"clip{k}.mp4") for k in range(3)]

@@ -11,7 +11,7 @@ import vqa
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(vqa.__path__, "vqa.") if not m.name.endswith("__main__"))
 # Modules over a package only GPU machines install (their logic is tested by tests/decode/test_nvdec.py).
-NEEDS = {"vqa.decode.nvdec": "PyNvVideoCodec"}
+NEEDS = {"vqa.decode.nvdec": "PyNvVideoCodec", "vqa.decode.nvdec_device": "PyNvVideoCodec"}
 
 
 @pytest.mark.parametrize("name", MODULES)

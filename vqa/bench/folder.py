@@ -89,7 +89,7 @@ def make_folder(folder: Path, *, videos: int, size: tuple[int, int], length_s: f
     return folder_videos(folder)
 
 
-def _warm(scorer) -> float:
+def warm(scorer) -> float:
     """Run one zero batch of each CUDA graph bucket up to the Scorer's batch size (capturing
     its graph, a one-time cost like compiling); nothing on a backend without buckets."""
     import numpy as np
@@ -120,7 +120,7 @@ def score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
                  "decoder": scorer.options.decoder, "nvdec_workers": scorer.options.nvdec_workers,
                  "gpu_processes": scorer.options.gpu_processes,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
-                 "inference_threads": scorer.threads, "warm_s": round(_warm(scorer), 3)}
+                 "inference_threads": scorer.threads, "warm_s": round(warm(scorer), 3)}
         start = time.perf_counter()
         records = list(scorer.score_many([str(p) for p in paths]))
         seconds = time.perf_counter() - start

@@ -40,7 +40,7 @@ from vqa.types import VideoInfo
 CODECS = {"h264": ("H264", "h264_mp4toannexb"), "hevc": ("HEVC", "hevc_mp4toannexb")}
 PIXEL_FORMATS = ("yuv420p",)
 # A timestamp NVDEC hands back for a packet that had none (then the frame rate's clock is used).
-_NO_PTS = -1
+NO_PTS = -1
 
 
 class NvdecReader(PyAVReader):
@@ -152,7 +152,7 @@ class NvdecReader(PyAVReader):
             nv_packet.bsl_data = data.ctypes.data  # ``data`` stays alive until Decode returns
             nv_packet.bsl = data.size
             pts = packet.pts if packet.pts is not None else packet.dts
-            nv_packet.pts = _NO_PTS if pts is None else int(pts)
+            nv_packet.pts = NO_PTS if pts is None else int(pts)
         else:
             nv_packet.bsl = 0  # end of stream: NVDEC hands out what it holds
         self._fed = True
@@ -173,6 +173,6 @@ class NvdecReader(PyAVReader):
         frame = av.VideoFrame.from_ndarray(yuv.reshape(h * 3 // 2, w), format="yuv420p")
         frame.colorspace, frame.color_range = self._colour  # swscale converts as for FFmpeg's frame
         pts = int(picture.getPTS())
-        frame.pts = None if pts == _NO_PTS or pts >= 1 << 63 else pts
+        frame.pts = None if pts == NO_PTS or pts >= 1 << 63 else pts
         frame.time_base = self._time_base
         return frame

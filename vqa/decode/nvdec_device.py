@@ -27,7 +27,7 @@ import torch
 from av.bitstream import BitStreamFilterContext
 
 from vqa.decode.hdr import HDR_TRANSFERS
-from vqa.decode.nvdec import _NO_PTS, CODECS, NvdecReader, nvc
+from vqa.decode.nvdec import NO_PTS, CODECS, NvdecReader, nvc
 from vqa.infer.nv12 import matrix_of, nv12_of, unsupported
 from vqa.preprocess import TRAINING, Geometry
 from vqa.types import Frame
@@ -149,7 +149,7 @@ class NvdecDeviceReader(NvdecReader):
             host = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(picture.GetPtrToPlane(0)))
             nv12 = torch.from_numpy(host.reshape(h * 3 // 2, w).copy())
         pts = int(picture.getPTS())
-        return _Picture(None if pts == _NO_PTS or pts >= 1 << 63 else pts, nv12)
+        return _Picture(None if pts == NO_PTS or pts >= 1 << 63 else pts, nv12)
 
     def _nv_decode(self, packet: av.Packet | None) -> list[av.VideoFrame]:
         pictures = super()._nv_decode(packet)

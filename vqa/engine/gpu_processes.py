@@ -36,10 +36,10 @@ WATCH_EVERY_S = 1.0
 MIN_SESSIONS = 4
 
 
-def _child(options: Any, sessions: int, requests: Any, results: Any, factory: Any = None) -> None:
+def _child(options: Any, sessions: int, new_record: Any, requests: Any, results: Any, factory: Any = None) -> None:
     """A process's life: an engine from ``factory`` (default: a one-process GpuEngine, warmed);
     ``(key, path, shown)`` in, ``(key, record)`` out, until None."""
-    engine, close = (factory or _gpu_engine)(options, sessions)
+    engine, close = (factory or _gpu_engine)(options, sessions, new_record)
     try:
         results.put(("ready", None))
         while (item := requests.get()) is not None:
@@ -56,23 +56,31 @@ def _child(options: Any, sessions: int, requests: Any, results: Any, factory: An
         close()
 
 
-def _gpu_engine(options: Any, sessions: int) -> tuple[Engine, Callable[[], None]]:
+def _gpu_engine(options: Any, sessions: int, new_record: Any) -> tuple[Engine, Callable[[], None]]:
     import numpy as np
 
-    from ..scorer.local import Scorer
+    from ..infer import open_inferencer
+    from ..model import load_model_spec
+    from .gpu import GpuEngine
 
-    scorer = Scorer(options.replace(workers=sessions, gpu_processes=1))
-    inferencer, engine = scorer.inferencer, scorer._engine
-    assert inferencer is not None and engine is not None
-    view = scorer.spec.view_size
-    inferencer.infer(np.zeros((scorer.resolved.batch_size, view, view, 3), np.uint8))  # its graph, now
-    return engine, scorer.close
+    resolved = options.replace(workers=sessions, gpu_processes=1).resolve()
+    spec = load_model_spec(options.model_dir)
+    inferencer = open_inferencer(spec, backend=options.backend, threads=resolved.threads,
+                                 precision=options.precision, mode=options.mode)
+    view = spec.view_size
+    inferencer.infer(np.zeros((resolved.batch_size, view, view, 3), np.uint8))  # its graph, now
+    engine = GpuEngine(resolved, spec, inferencer, new_record, sessions=sessions)
+
+    def close() -> None:
+        engine.close()
+        inferencer.close()
+    return engine, close
 
 
 class _Process:
-    def __init__(self, ctx: Any, options: Any, sessions: int, results: Any, factory: Any):
+    def __init__(self, ctx: Any, options: Any, sessions: int, new_record: Any, results: Any, factory: Any):
         self.requests = ctx.Queue()
-        self.process = ctx.Process(target=_child, args=(options, sessions, self.requests, results, factory),
+        self.process = ctx.Process(target=_child, args=(options, sessions, new_record, self.requests, results, factory),
                                    name="vqa-gpu", daemon=True)
         self.process.start()
         self.pending: dict[int, tuple[Future, str]] = {}
@@ -84,7 +92,7 @@ class GpuProcesses(Engine):
 
     def __init__(self, options: Resolved, new_record: Callable[[str], VideoScore], *, processes: int, sessions: int,
                  factory: Any = None):
-        """``factory(options, sessions) -> (engine, close)``, a module-level function: what each
+        """``factory(options, sessions, new_record) -> (engine, close)``, a module-level function: what each
         process runs (default: a GpuEngine; the tests' stand-in runs on the CPU)."""
         self._options, self._new_record, self._factory = options.options, new_record, factory
         # At least MIN_SESSIONS each: a session waits on NVDEC for most of a video, so a process
@@ -109,7 +117,7 @@ class GpuProcesses(Engine):
         register(self)
 
     def _new_process(self) -> _Process:
-        return _Process(self._ctx, self._options, self._sessions, self._results, self._factory)
+        return _Process(self._ctx, self._options, self._sessions, self._new_record, self._results, self._factory)
 
     def submit(self, path: str, split: bool = False, shown: str | None = None) -> Future:
         self._lifecycle.check()
