@@ -42,7 +42,16 @@ def _child(options: Any, sessions: int, new_record: Any, requests: Any, results:
     engine, close = (factory or _gpu_engine)(options, sessions, new_record)
     try:
         results.put(("ready", None))
-        while (item := requests.get()) is not None:
+        parent = mp.parent_process()
+        while True:
+            try:
+                item = requests.get(timeout=WATCH_EVERY_S)
+            except queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    return  # orphaned: nobody would hear the records
+                continue
+            if item is None:
+                return
             key, path, shown = item
 
             def answer(future: Future, key: int = key) -> None:
@@ -80,8 +89,9 @@ def _gpu_engine(options: Any, sessions: int, new_record: Any) -> tuple[Engine, C
 class _Process:
     def __init__(self, ctx: Any, options: Any, sessions: int, new_record: Any, results: Any, factory: Any):
         self.requests = ctx.Queue()
+        # Not daemonic: a daemonic process may start no workers (ScoreOptions.resolve refuses it).
         self.process = ctx.Process(target=_child, args=(options, sessions, new_record, self.requests, results, factory),
-                                   name="vqa-gpu", daemon=True)
+                                   name="vqa-gpu")
         self.process.start()
         self.pending: dict[int, tuple[Future, str]] = {}
 
