@@ -204,6 +204,7 @@ def test_processes_share_the_videos_and_replace_one_that_dies(nvdec, clips, tmp_
     engine = GpuProcesses(resolved, functools.partial(_new_record, {}, {}), processes=2, sessions=2,
                           factory=_stand_in_process)
     try:
+        assert engine.started
         first = [engine.submit(str(clips["h264.mp4"]), shown=f"clip{k}.mp4") for k in range(3)]
         records = [f.result(timeout=120) for f in first]
         assert [r.path for r in records] == ["clip0.mp4", "clip1.mp4", "clip2.mp4"]
@@ -228,3 +229,11 @@ def test_a_picture_in_a_taller_nvdec_buffer_is_packed(nvdec):
     assert torch.equal(_packed(exact, h, w), exact)
     with pytest.raises(ValueError, match="cannot hold"):
         _packed(buffer[:100], h, w)
+
+
+def test_the_gpu_engine_runs_in_processes_by_default_on_many_cores(nvdec):
+    nvdec_cuda = ScoreOptions(backend="cuda", precision="fp16", decoder="nvdec")  # resolved, never opened
+    assert nvdec_cuda.replace(gpu_processes=2).resolve(cores=16).gpu_processes == 2
+    assert nvdec_cuda.resolve(cores=16).gpu_processes == 4
+    assert nvdec_cuda.resolve(cores=64).gpu_processes == 4
+    assert nvdec_cuda.resolve(cores=2).gpu_processes == 1

@@ -118,7 +118,7 @@ def score_folder(paths: list[Path], *, frames, workers: int | None, model_dir,
     with Scorer(frames=frames, workers=workers, model_dir=model_dir, **chosen) as scorer:
         split = {"backend": scorer.options.backend, "precision": scorer.options.precision,
                  "decoder": scorer.options.decoder, "nvdec_workers": scorer.options.nvdec_workers,
-                 "gpu_processes": scorer.options.gpu_processes,
+                 "gpu_processes": scorer.resolved.gpu_processes,
                  "batch_size": scorer.resolved.batch_size, "workers": scorer.workers,
                  "inference_threads": scorer.threads, "warm_s": round(warm(scorer), 3)}
         start = time.perf_counter()

@@ -124,6 +124,7 @@ class GpuProcesses(Engine):
             self.close()
             raise BackendUnavailable(self.start_error or
                                      f"the GPU processes did not start within {START_TIMEOUT_S:g} s")
+        self.started = True  # every process has loaded its model (Scorer.health)
         register(self)
 
     def _new_process(self) -> _Process:

@@ -120,9 +120,9 @@ class Scorer:
         if self.workers == 0:
             return LocalEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
                                new_record)
-        if self.resolved.gpu_native and self.options.gpu_processes > 1:  # the model loads in each process
+        if self.resolved.gpu_native and self.resolved.gpu_processes > 1:  # the model loads in each process
             from ..engine.gpu_processes import GpuProcesses
-            return GpuProcesses(self.resolved, new_record, processes=self.options.gpu_processes, sessions=self.workers)
+            return GpuProcesses(self.resolved, new_record, processes=self.resolved.gpu_processes, sessions=self.workers)
         if self.resolved.gpu_native:  # NVDEC into the GPU's own preparation: no decode workers
             from ..engine.gpu import GpuEngine
             return GpuEngine(self.resolved, self.spec, inferencer() if callable(inferencer) else inferencer,
@@ -239,7 +239,8 @@ class Scorer:
         pool = getattr(engine, "pool", None)
         pids = list(pool.pids) if pool is not None else []
         alive = sum(1 for pid in pids if process_alive(pid))
-        model = self.inferencer is not None
+        # The GPU engine's processes each hold their own model: loaded once they have all started.
+        model = self.inferencer is not None or getattr(engine, "started", False)
         nvdec = self.resolved.nvdec_workers
         return {"ok": model and broken is None and alive == len(pids) and not self._closed, "model_loaded": model,
                 "workers": self.workers, "workers_alive": alive,
