@@ -256,7 +256,7 @@ class ScoreOptions:
         help="Decode worker processes (default: half the usable cores, at least 1, the rest "
              "for inference; with --backend cuda every core, beside one thread that feeds the GPU; "
              "0 decodes in this process, without the timeout and memory limit; at most 4 per usable "
-             "core, or 16).")
+             "core, or 16). With --decoder nvdec --backend cuda: the GPU engine's NVDEC sessions.")
     timeout_s: float | str | None = _option(
         "auto", _check_timeout, flag="--timeout", parse=_parse_timeout, metavar="auto|SECONDS",
         show_default=True, help="Wall-clock limit in seconds on each decode task of a video (the probe, each "

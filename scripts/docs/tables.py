@@ -411,6 +411,54 @@ def h200_table() -> str:
     return table(head, out)
 
 
+GPU_ENGINE = "h100-2026-12-06-gpu-engine"
+GPU_ENGINE_ROWS = {  # the folder study's labels -> what a user names
+    "openvino:fp32+pyav": "CPU path: `openvino:fp32`",
+    "openvino:fp32+nvdec": "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
+    "cuda:fp16+pyav": "GPU path of before: `cuda:fp16`, CPU decode workers",
+    "cuda:fp16+nvdec": "GPU engine, 1 process: `cuda:fp16 --decoder nvdec --gpu-processes 1`",
+    "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
+    "cuda:fp16+nvdec:8": "GPU engine, 8 processes: `--gpu-processes 8`",
+}
+
+
+def gpu_engine_table() -> str:
+    """Issue 34's rows of one H100 start, in turns, with the NVDEC ceiling of the same start."""
+    plans = {plan: load(RESULTS / GPU_ENGINE / f"native_{plan}.json")["folder"] for plan in ("default", "all")}
+    base = "cuda:fp16+pyav"
+    rows = []
+    for label, name in GPU_ENGINE_ROWS.items():
+        cells = [name]
+        for plan, study in plans.items():
+            s = study["by_backend"][label]["sampling"][plan]
+            ref = study["by_backend"][base]["sampling"][plan]
+            cells.append(link(f"{GPU_ENGINE}/native_{plan}.json", f"{s['videos_per_min']:.0f} "
+                              f"({s['videos_per_min_median']:.0f})") + f", {s['videos_per_min'] / ref['videos_per_min']:.2f}x")
+        rows.append(cells)
+    every = load(RESULTS / GPU_ENGINE / "ceiling_all.json")["results"][0]
+    plan = load(RESULTS / GPU_ENGINE / "ceiling_plan.json")["results"][0]
+    rows.append(["NVDEC alone, 32 decoders in one process (the ceiling: PyNvVideoCodec, pictures left on the GPU)",
+                 link(f"{GPU_ENGINE}/ceiling_plan.json", f"{plan['videos_per_min']:.0f}") + " (its own sampler, the same "
+                 "32 frames)", link(f"{GPU_ENGINE}/ceiling_all.json", f"{every['videos_per_min']:.0f}") +
+                 f" ({every['frames_per_s']:.0f} frames/s)"])
+    return table(["path", "default plan, 120 clips: videos/min best (median), over the GPU path of before",
+                  "every frame, 30 clips"], rows)
+
+
+def gpu_engine_records() -> str:
+    """The GPU engine's records against the CPU path's, from the result files."""
+    rows = []
+    for name, label in (("records_native.json", "cuda:fp32+nvdec"), ("records_native.json", "cuda:fp16+nvdec"),
+                        ("records_procs.json", "cuda:fp16+nvdec:4")):
+        data = load(RESULTS / GPU_ENGINE / name)
+        b = data["backends"][label]
+        ref = data["backends"]["openvino:fp32"]
+        same = sum(a == c for a, c in zip(b["categories"], ref["categories"]))
+        rows.append([f"`{label}`", len(data["clips"]), link(f"{GPU_ENGINE}/{name}", f"{b['vs_reference']['mean']:.2f} / "
+                     f"{b['vs_reference']['max']:.1f}"), f"{same} of {len(ref['categories'])}"])
+    return table(["GPU engine", "clips", "points from the CPU path, mean / max", "same category"], rows)
+
+
 def headline() -> str:
     """The README's few rows, each linked to the page that says how it was measured."""
     t = two_core()
@@ -453,6 +501,7 @@ def generated() -> dict[str, str]:
         "candidate-v7.md": candidate_v7_table(),
         "performance-2core.md": two_core_table(),
         "performance-h200.md": h200_table(),
+        "performance-gpu-engine.md": gpu_engine_table() + "\n" + gpu_engine_records(),
     }
     for name in sorted(cli.commands):
         out[f"cli-{name}.md"] = command_flags(name)
