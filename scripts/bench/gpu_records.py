@@ -41,6 +41,7 @@ def scores(clips: list[str], backend: str, precision: str, workers: int | None, 
         raise RuntimeError(f"{backend}:{precision}: records not ok: {bad}")
     return {"scores": [r.score for r in records], "categories": [r.category for r in records], **split,
             "warnings": sorted({w.split(":")[0] for r in records for w in r.warnings}),
+            "warnings_by_clip": {Path(r.path).name: r.warnings for r in records if r.warnings},
             "ready_s": round(ready - start, 2), "score_s": round(time.perf_counter() - ready, 2)}
 
 

@@ -54,10 +54,12 @@ def clips(tmp_path_factory):
     return made
 
 
-def _read(path, backend, frames="default"):
+def _read(path, backend, frames="default", errors=None):
     with decode.open_video(path, backend=backend) as reader:
         plan = plan_frames(reader.info, frames, keyframes_s=reader.keyframe_times(10_000))
         got = [(f.run, round(f.pts_s, 6), f.rgb) for f in reader.read(plan)]
+        if errors is not None:
+            errors.append(reader.decode_errors)
         return got, reader.warnings, reader.info
 
 
@@ -97,8 +99,10 @@ def test_other_codecs_fall_back_to_the_cpu_with_a_warning(nvdec, clips):
                                           ("pixels", "differs")])
 def test_nvdec_faults_fall_back_per_video(nvdec, clips, fault, words):
     nvdec.FAULTS[fault] = True
-    got, warnings, _ = _read(clips["h264.mp4"], "nvdec", "default")
+    errors: list[int] = []
+    got, warnings, _ = _read(clips["h264.mp4"], "nvdec", "default", errors)
     assert len(warnings) == 1 and warnings[0].startswith("W_DECODER_FALLBACK:") and words in warnings[0]
+    assert errors == [0]  # NVDEC's failures before the fallback are not the video's corrupt frames
     _same_frames(got, _read(clips["h264.mp4"], "pyav", "default")[0])
 
 

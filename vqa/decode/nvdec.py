@@ -59,8 +59,10 @@ class NvdecReader(PyAVReader):
 
     def _open(self) -> VideoInfo:
         info = super()._open()  # PyAV: the checks, the length, the first picture (on the CPU)
+        errors = self.decode_errors
         reason = self._why_not() or self._start()
         if reason is not None:
+            self.decode_errors = errors  # NVDEC's failures are the fallback's reason, not corrupt frames
             self._fall_back(reason)
         return info
 
