@@ -22,6 +22,7 @@ stuck thread is left behind, as a thread cannot be killed), the address-space li
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -123,7 +124,7 @@ class GpuEngine(Engine):
                 self._jobs[me] = job
             try:
                 record = self._new_record(shown)
-                with torch.cuda.stream(stream) if stream is not None else _nothing():
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                     record = self._score(record, path, session, job)
                 outcome: VideoScore | BaseException = record
             except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
@@ -201,14 +202,6 @@ class GpuEngine(Engine):
                 break
             if item is not None:
                 item[1].cancel()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def device_batches(frames: Iterator, prep: NV12Preparer, batch_size: int, chain: FreezeChain, geometry
