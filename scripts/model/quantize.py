@@ -4,8 +4,8 @@
 
 The calibration views are cut from clips rendered and distorted the way make_dataset.py makes
 training clips, from *training* content only (validation and test content stay unseen),
-covering every distortion kind, plus exposure clips drawn near the brightness at which the dark
-and overexposed heads decide (``edge_views``). Accuracy control returns to FP32 the few
+covering every distortion kind. Accuracy control watches them and exposure clips drawn near the
+brightness at which the dark and overexposed heads decide (``edge_views``), and returns to FP32 the few
 operations that cost the most, until the mean of ``points_moved`` to FP32 over those views is
 at most MAX_DROP points: the score's difference, and what a dark or overexposed head moving
 across its threshold would cost the frame (vqa.aggregate's penalty for it at the view's mean
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,24 +39,34 @@ MAX_DROP = 0.25
 THRESHOLD_WIDTH = 0.25
 # Exposure of the edge views, (gain, gamma) ranges: dim pictures round the dark head's
 # threshold, bright ones round the overexposed head's (make_dataset draws 0.12-0.55 and 1.6-3.5).
-EDGE_EXPOSURE = {"dim": ((0.45, 0.95), (1.0, 1.4)), "bright": ((1.2, 2.0), (0.7, 1.0))}
+EDGE_EXPOSURE = {"dim": ((0.45, 0.8), (1.0, 1.25)), "bright": ((1.2, 2.0), (0.7, 1.0))}
 
 
-def calibration_views(content: Path, clips: int, seed: int, edge_clips: int = 0) -> np.ndarray:
-    """Two views of each of ``clips`` training clips of make_dataset's mix, then of each of
-    ``edge_clips`` exposure clips, dim and bright in turn, at EDGE_EXPOSURE's levels."""
+def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
     train = load_content(content, "train")
     use_content(content, train)
     sizes = [(e["width"], e["height"], e["kind"]) for e in train]
     rng = np.random.default_rng(seed)
     views = []
-    for i in range(clips + edge_clips):
-        if i < clips:
-            spec = draw_spec(rng, sizes, seed * 7919 + i)
-        else:
-            spec = draw_spec(rng, sizes, seed * 7919 + i, kinds=(("exposure", 1.0),))
-            (g0, g1), (y0, y1) = EDGE_EXPOSURE["dim" if i % 2 else "bright"]
-            spec["exposure"] = [float(rng.uniform(g0, g1)), float(rng.uniform(y0, y1))]
+    for i in range(clips):
+        spec = draw_spec(rng, sizes, seed * 7919 + i)
+        dist = distorted_clip(spec, np.random.default_rng(spec["seed"])).dist
+        views += [fragments(dist[0]), fragments(dist[FRAMES // 2])]
+    return np.stack(views)
+
+
+def edge_views(content: Path, clips: int, seed: int) -> np.ndarray:
+    """Two views of each of ``clips`` training exposure clips, two dim to one bright, at
+    EDGE_EXPOSURE's levels: where the dark and overexposed heads decide."""
+    train = load_content(content, "train")
+    use_content(content, train)
+    sizes = [(e["width"], e["height"], e["kind"]) for e in train]
+    rng = np.random.default_rng(seed)
+    views = []
+    for i in range(clips):
+        spec = draw_spec(rng, sizes, seed * 7919 + i, kinds=(("exposure", 1.0),))
+        (g0, g1), (y0, y1) = EDGE_EXPOSURE["bright" if i % 3 == 2 else "dim"]
+        spec["exposure"] = [float(rng.uniform(g0, g1)), float(rng.uniform(y0, y1))]
         dist = distorted_clip(spec, np.random.default_rng(spec["seed"])).dist
         views += [fragments(dist[0]), fragments(dist[FRAMES // 2])]
     return np.stack(views)
@@ -83,10 +94,8 @@ def points_moved(out: np.ndarray, ref: np.ndarray, weights: np.ndarray, decision
         k = 1 + MODEL_DEFECTS.index(kind)
         t = decision.defect_probability[kind]
         at = np.log(t / (1 - t))
-
-        def step(z):
-            return 1.0 / (1.0 + np.exp(-(z - at) / THRESHOLD_WIDTH))
-        moved = moved + weights[:, j] * np.abs(step(out[:, k]) - step(ref[:, k]))
+        flagged = [1.0 / (1.0 + np.exp(-(z[:, k] - at) / THRESHOLD_WIDTH)) for z in (out, ref)]
+        moved = moved + weights[:, j] * np.abs(flagged[0] - flagged[1])
     return moved
 
 
@@ -98,33 +107,40 @@ def run(compiled, views: np.ndarray, batch: int = 32) -> np.ndarray:
 def main() -> None:
     import nncf
     import openvino as ov
+    from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--content", type=Path, required=True)
     ap.add_argument("--models", type=Path, default=Path("models"))
     ap.add_argument("--clips", type=int, default=150)
-    ap.add_argument("--edge-clips", type=int, default=100, help="exposure clips near the heads' thresholds")
+    ap.add_argument("--edge-clips", type=int, default=150,
+                    help="exposure clips near the heads' thresholds, which accuracy control also watches")
+    ap.add_argument("--max-iterations", type=int, default=sys.maxsize,
+                    help="accuracy control's most operations returned to FP32 (default: no limit)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--max-drop", type=float, default=MAX_DROP,
                     help=f"accuracy control's limit, mean points_moved on the calibration views (default {MAX_DROP})")
     ap.add_argument("--out", type=Path, default=None,
-                    help="write the INT8 IR here (a folder) and leave the manifest alone: a candidate")
+                    help="write a candidate model folder here (its manifest, the INT8 IR, links to the rest) "
+                         "and leave --models alone")
     ap.add_argument("--measure", type=Path, default=None,
                     help="only print an INT8 IR's points_moved on the calibration views, and exit")
     a = ap.parse_args()
-    manifest_path = a.models / "vqa.json"
-    manifest = json.loads(manifest_path.read_text())
+    manifest = json.loads((a.models / "vqa.json").read_text())
     decision = agg.Decision.from_manifest(manifest["decision"])
-    views = calibration_views(a.content, a.clips, a.seed, a.edge_clips)
-    weights = head_weights(views, decision)
-    print(f"calibration views: {len(views)}, {int((weights[:, 0] > 0).sum())} where the dark head counts, "
-          f"{int((weights[:, 1] > 0).sum())} the overexposed one", flush=True)
+    views = calibration_views(a.content, a.clips, a.seed)
+    # the statistics come from the mix alone; accuracy control also watches the edge views
+    checked = np.concatenate([views, edge_views(a.content, a.edge_clips, a.seed + 1)])
+    weights = head_weights(checked, decision)
+    print(f"calibration views: {len(views)}; checked: {len(checked)}, {int((weights[:, 0] > 0).sum())} where the "
+          f"dark head counts, {int((weights[:, 1] > 0).sum())} the overexposed one", flush=True)
     core = ov.Core()
     model = core.read_model(a.models / manifest["files"]["openvino_xml"])
     config = {"INFERENCE_PRECISION_HINT": "f32"}
-    reference = run(core.compile_model(model, "CPU", config), views)
+    reference = run(core.compile_model(model, "CPU", config), checked)
     if a.measure:
-        moved = points_moved(run(core.compile_model(str(a.measure), "CPU", config), views), reference, weights, decision)
+        moved = points_moved(run(core.compile_model(str(a.measure), "CPU", config), checked), reference, weights,
+                             decision)
         print(f"{a.measure}: points_moved mean {moved.mean():.3f}, max {moved.max():.2f}")
         return
 
@@ -139,25 +155,26 @@ def main() -> None:
 
     quantized = nncf.quantize_with_accuracy_control(
         model, nncf.Dataset(list(views), lambda v: v[None]),
-        nncf.Dataset(list(zip(views, reference, weights)), lambda item: item[0][None]),
+        nncf.Dataset(list(zip(checked, reference, weights)), lambda item: item[0][None]),
         validation_fn=agreement, max_drop=a.max_drop, drop_type=nncf.DropType.ABSOLUTE,
         subset_size=len(views), preset=nncf.QuantizationPreset.MIXED, fast_bias_correction=False,
-        ignored_scope=nncf.IgnoredScope(types=["MatMul"]))
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        xml = a.out / f"{manifest['name']}-int8.xml"
-        ov.save_model(quantized, xml, compress_to_fp16=False)
-        print(f"wrote {xml}", flush=True)
-        return
-    xml = a.models / f"{manifest['name']}-int8.xml"
+        ignored_scope=nncf.IgnoredScope(types=["MatMul"]),
+        advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
+            max_num_iterations=a.max_iterations))
+    folder = a.out or a.models
+    if a.out:  # a model folder of its own: the manifest and the other files, linked
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in manifest["files"].values():
+            if not (folder / name).exists():
+                (folder / name).symlink_to((a.models / name).resolve())
+    xml = folder / f"{manifest['name']}-int8.xml"
     ov.save_model(quantized, xml, compress_to_fp16=False)
     manifest["files"]["openvino_int8_xml"] = xml.name
     manifest["files"]["openvino_int8_bin"] = xml.with_suffix(".bin").name
     for key in ("openvino_int8_xml", "openvino_int8_bin"):
-        manifest["sha256"][key] = sha256(a.models / manifest["files"][key])
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+        manifest["sha256"][key] = sha256(folder / manifest["files"][key])
+    (folder / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"wrote {xml}", flush=True)
-
 
 if __name__ == "__main__":
     main()
