@@ -39,9 +39,9 @@ MAX_DROP = 0.25
 THRESHOLD_WIDTH = 0.25
 # Exposure of the edge views, (gain, gamma) ranges: dim pictures round the dark head's
 # threshold, bright ones round the overexposed head's (make_dataset draws 0.12-0.55 and 1.6-3.5).
-# Ridges tried for refit_head, relative to the views' count: from close to least squares to
-# close to FP32's head.
-REFIT_RIDGES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+# Ridges tried for refit_head, per view: from close to least squares to FP32's weights with
+# only the bias moved.
+REFIT_RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 EDGE_EXPOSURE = {"dim": ((0.45, 0.8), (1.0, 1.25)), "bright": ((1.2, 2.0), (0.7, 1.0))}
 
 
@@ -136,12 +136,14 @@ def _set_head(model, w: np.ndarray, b: np.ndarray):
 
 
 def refit_head(quantized, fp32, views, weights, decision, core, config, ridges=REFIT_RIDGES):
-    """``quantized`` with its FP32 classifier head refitted to its own INT8 features: per output,
-    the least squares fit of the FP32 model's head outputs (before any scaling) on the INT8
-    model's pooled features, pulled towards the FP32 weights by a ridge. The ridge is chosen on
-    held-out views (every other pair, i.e. clip, held out) by mean ``points_moved``, and the head is
-    then fitted on every view; where no ridge beats the unfitted head there, the head stays.
-    Returns the model and what each ridge gave."""
+    """``quantized`` with the dark and overexposed outputs of its FP32 classifier head refitted to
+    its own INT8 features, each on the views where it decides (``head_weights`` > 0): the least
+    squares fit of the FP32 model's output (a logit) on the INT8 model's pooled features, pulled
+    towards the FP32 weights by a ridge (a large ridge leaves only the bias to move). The ridge
+    is chosen on held-out views (every other pair, i.e. clip, held out) by mean ``points_moved``,
+    and the head is then fitted on every view; where no ridge beats the unfitted head there, the
+    head stays. The score and the other heads keep their weights. Returns the model and what
+    each ridge gave."""
     pool, matmul, add = _head(quantized)
     w0 = matmul.input(1).get_source_output().get_node().get_data().astype(np.float64)
     b0 = add.input(1).get_source_output().get_node().get_data().astype(np.float64).reshape(-1)
@@ -151,13 +153,18 @@ def refit_head(quantized, fp32, views, weights, decision, core, config, ridges=R
     target = np.concatenate([f(views[i:i + 32])[f.outputs[1]] for i in range(0, len(views), 32)]).astype(np.float64)
     reference = run(core.compile_model(fp32, "CPU", config), views)
     x = np.hstack([feats, np.ones((len(feats), 1))])
-    prior = np.vstack([w0.T, b0[None]])  # (1281, 7)
+    heads = {1 + MODEL_DEFECTS.index(kind): weights[:, j] > 0 for j, kind in enumerate(("dark", "overexposed"))}
 
     def fit(rows, ridge):
-        pull = np.full(x.shape[1], ridge * len(rows))
-        pull[-1] = 0.0  # the bias is free
-        theta = np.linalg.solve(x[rows].T @ x[rows] + np.diag(pull), x[rows].T @ target[rows] + pull[:, None] * prior)
-        return theta[:-1].T, theta[-1]
+        w, b = w0.copy(), b0.copy()
+        for k, decides in heads.items():
+            r = rows[decides[rows]]
+            pull = np.full(x.shape[1], ridge * len(r))
+            pull[-1] = 0.0  # the bias is free
+            prior = np.append(w0[k], b0[k])
+            theta = np.linalg.solve(x[r].T @ x[r] + np.diag(pull), x[r].T @ target[r, k] + pull * prior)
+            w[k], b[k] = theta[:-1], theta[-1]
+        return w, b
 
     held = (np.arange(len(views)) // 2) % 2 == 1
     report = {}
