@@ -263,7 +263,8 @@ def test_huge_resolution_memory_is_bounded(tmp_path):
         # VmHWM is this program's own peak. ru_maxrss is not: Linux carries the high-water mark
         # of the address space it was spawned from (vfork) across exec, here pytest's.
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
-        "print(int(hwm[0].split()[1]) // 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+        "peak = int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(peak // 1024)\n")
     out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True,
                          timeout=120, cwd=HERE.parents[1])
     assert out.returncode == 0, out.stderr
