@@ -237,3 +237,17 @@ def test_the_gpu_engine_runs_in_processes_by_default_on_many_cores(nvdec):
     assert nvdec_cuda.resolve(cores=16).gpu_processes == 4
     assert nvdec_cuda.resolve(cores=64).gpu_processes == 4
     assert nvdec_cuda.resolve(cores=2).gpu_processes == 1
+
+
+def test_gpu_processes_without_a_gpu_say_so_before_starting_any(nvdec, monkeypatch):
+    from vqa.engine import gpu_processes
+    from vqa.errors import BackendUnavailable
+    from vqa.infer import cuda
+
+    monkeypatch.setattr(cuda, "cuda_problem", lambda: "no CUDA device is visible")
+    started = []
+    monkeypatch.setattr(gpu_processes, "_Process", lambda *a: started.append(a))
+    resolved = ScoreOptions(backend="cuda", precision="fp16", decoder="nvdec").resolve(cores=16)
+    with pytest.raises(BackendUnavailable, match="backend 'cuda' cannot run here: no CUDA device"):
+        gpu_processes.GpuProcesses(resolved, functools.partial(_new_record, {}, {}), processes=4, sessions=16)
+    assert started == []

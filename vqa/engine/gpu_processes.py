@@ -104,6 +104,13 @@ class GpuProcesses(Engine):
                  factory: Any = None):
         """``factory(options, sessions, new_record) -> (engine, close)``, a module-level function: what each
         process runs (default: a GpuEngine; the tests' stand-in runs on the CPU)."""
+        if factory is None:  # said here once, not by every process on stderr
+            from ..decode import reader_class
+            from ..infer.cuda import cuda_problem
+            reader_class("nvdec")
+            problem = cuda_problem()
+            if problem is not None:
+                raise BackendUnavailable(f"backend 'cuda' cannot run here: {problem}")
         self._options, self._new_record, self._factory = options.options, new_record, factory
         # At least MIN_SESSIONS each: a session waits on NVDEC for most of a video, so a process
         # with one or two leaves its GIL idle.
