@@ -6,6 +6,7 @@ fixtures that use them: a GPU machine without them still collects tests/infer/te
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,3 +101,24 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section(f"tests not marked slow that took over {QUICK_LIMIT_S:g} s")
         for seconds, nodeid in sorted(_long_quick, reverse=True):
             terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}  (mark it slow, or make it quicker)")
+
+
+@pytest.fixture
+def nvdec(monkeypatch):
+    """tests/support/fake_nvdec.py installed as PyNvVideoCodec, the NVDEC readers imported
+    against it, its faults off and its counts at zero."""
+    import vqa.decode as decode
+    from tests.support import fake_nvdec
+
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake_nvdec.install())
+    for name in ("vqa.decode.nvdec", "vqa.decode.nvdec_device"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
+    monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
+    # Once read, the table of available backends decides (made before the fake was there).
+    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
+    for k in fake_nvdec.FAULTS:
+        monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
+    fake_nvdec.STATS.update(created=0, packets=0, drained=0)
+    yield fake_nvdec
+    decode._READERS.pop("nvdec", None)  # the next test imports against its own fake, or none

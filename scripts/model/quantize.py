@@ -49,10 +49,15 @@ REFIT_RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 EDGE_EXPOSURE = {"dim": ((0.45, 0.8), (1.0, 1.25)), "bright": ((1.2, 2.0), (0.7, 1.0))}
 
 
-def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
+def train_sizes(content: Path) -> list[tuple[int, int, str]]:
+    """The training content's (width, height, kind), its pictures loaded for distorted_clip."""
     train = load_content(content, "train")
     use_content(content, train)
-    sizes = [(e["width"], e["height"], e["kind"]) for e in train]
+    return [(e["width"], e["height"], e["kind"]) for e in train]
+
+
+def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
+    sizes = train_sizes(content)
     rng = np.random.default_rng(seed)
     views = []
     for i in range(clips):
@@ -65,9 +70,7 @@ def calibration_views(content: Path, clips: int, seed: int) -> np.ndarray:
 def edge_views(content: Path, clips: int, seed: int) -> np.ndarray:
     """Two views of each of ``clips`` training exposure clips, two dim to one bright, at
     EDGE_EXPOSURE's levels: where the dark and overexposed heads decide."""
-    train = load_content(content, "train")
-    use_content(content, train)
-    sizes = [(e["width"], e["height"], e["kind"]) for e in train]
+    sizes = train_sizes(content)
     rng = np.random.default_rng(seed)
     views = []
     for i in range(clips):

@@ -22,22 +22,6 @@ from vqa.errors import BackendUnavailable  # noqa: E402
 from vqa.sample import plan_frames  # noqa: E402
 
 
-@pytest.fixture
-def nvdec(monkeypatch):
-    """The fake installed as PyNvVideoCodec, the nvdec reader imported against it."""
-    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake_nvdec.install())
-    monkeypatch.delitem(sys.modules, "vqa.decode.nvdec", raising=False)
-    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
-    monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
-    # Once read, the table of available backends decides (made before the fake was there).
-    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
-    for k in fake_nvdec.FAULTS:
-        monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
-    fake_nvdec.STATS.update(created=0, packets=0, drained=0)
-    yield fake_nvdec
-    decode._READERS.pop("nvdec", None)  # the next test imports against its own fake, or none
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """H.264 with B-frames and a keyframe every 12 frames (mp4, and MPEG-TS: Annex B already),

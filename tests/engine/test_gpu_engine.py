@@ -20,7 +20,6 @@ torch = pytest.importorskip("torch")
 from tests.support import fake_nvdec  # noqa: E402
 from tests.support.clips import textured_frames, write_clip  # noqa: E402
 
-import vqa.decode as decode  # noqa: E402
 from vqa import Scorer  # noqa: E402
 from vqa.config import ScoreOptions  # noqa: E402
 from vqa.infer import open_inferencer  # noqa: E402
@@ -28,21 +27,6 @@ from vqa.model import load_model_spec  # noqa: E402
 from vqa.scorer.local import _new_record  # noqa: E402
 
 pytestmark = pytest.mark.slow  # real clips, scored twice (the CPU path, then this one)
-
-
-@pytest.fixture
-def nvdec(monkeypatch):
-    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake_nvdec.install())
-    for name in ("vqa.decode.nvdec", "vqa.decode.nvdec_device"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.delitem(decode._READERS, "nvdec", raising=False)
-    monkeypatch.delitem(decode._IMPORT_ERRORS, "nvdec", raising=False)
-    monkeypatch.delitem(vars(decode), "AVAILABLE_BACKENDS", raising=False)
-    for k in fake_nvdec.FAULTS:
-        monkeypatch.setitem(fake_nvdec.FAULTS, k, False)
-    fake_nvdec.STATS.update(created=0, packets=0, drained=0)
-    yield fake_nvdec
-    decode._READERS.pop("nvdec", None)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing.util  # noqa: F401 - registers its exit hook now: see _close_live below
+import queue
 import weakref
 from concurrent.futures import Future
 
@@ -45,3 +46,14 @@ def _close_live() -> None:
             engine.close()
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
+
+
+def cancel_queued(requests: queue.SimpleQueue) -> None:
+    """Cancel the futures of the requests still in ``requests`` ((path, future, shown); None: a stop)."""
+    while True:
+        try:
+            item = requests.get_nowait()
+        except queue.Empty:
+            return
+        if item is not None:
+            item[1].cancel()

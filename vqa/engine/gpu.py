@@ -46,7 +46,7 @@ from ..model import ModelSpec
 from ..preprocess import cut, frame_stats
 from ..sample import plan_frames
 from ..types import VideoScore
-from .base import Engine, register
+from .base import Engine, cancel_queued, register
 from .conclude import conclude
 from .local import guarded
 from .messages import FrameMeta
@@ -195,13 +195,7 @@ class GpuEngine(Engine):
             self._requests.put(None)
         for thread in self._threads:
             thread.join()  # the videos in hand finish: a decoder thread cannot be interrupted
-        while True:  # whatever was queued behind the stop is cancelled
-            try:
-                item = self._requests.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                item[1].cancel()
+        cancel_queued(self._requests)  # whatever was queued behind the stop
 
 
 def device_batches(frames: Iterator, prep: NV12Preparer, batch_size: int, chain: FreezeChain, geometry

@@ -23,7 +23,7 @@ from ..limits import out_of_memory
 from ..model import ModelSpec
 from ..sample import plan_frames
 from ..types import VideoScore
-from .base import Engine, register
+from .base import Engine, cancel_queued, register
 from .conclude import conclude
 from .frames import batches
 
@@ -134,10 +134,4 @@ class LocalEngine(Engine):
         self._closed = True
         self._requests.put(None)
         self._thread.join()  # the video in hand finishes: a decoder thread cannot be interrupted
-        while True:  # whatever was queued behind the stop is cancelled
-            try:
-                item = self._requests.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                item[1].cancel()
+        cancel_queued(self._requests)  # whatever was queued behind the stop
