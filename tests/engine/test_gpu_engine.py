@@ -113,6 +113,21 @@ def test_decoders_are_kept_across_videos(nvdec, clips):
     assert nvdec.STATS["created"] == 1
 
 
+def test_a_decoder_that_failed_is_not_kept(nvdec, clips):
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
+    try:
+        nvdec.FAULTS["decode"] = True
+        first = engine.submit(str(clips["h264.mp4"])).result(timeout=120)
+        nvdec.FAULTS["decode"] = False
+        second = engine.submit(str(clips["h264.mp4"])).result(timeout=120)
+    finally:
+        engine.close()
+        inferencer.close()
+    assert any(w.startswith("W_DECODER_FALLBACK") for w in first.warnings) and first.frames["decode_errors"] == 0
+    assert second.status == "ok" and not second.warnings
+    assert nvdec.STATS["created"] == 2  # a new decoder for the second video
+
+
 def test_a_failing_decoder_falls_back(nvdec, clips):
     nvdec.FAULTS["create"] = True
     engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)

@@ -130,11 +130,10 @@ class NvdecDeviceReader(NvdecReader):
         return None
 
     def _fall_back(self, reason: str) -> None:
+        # The decoder is dropped, not kept for the session: one that failed on this video's first
+        # packets could fail every later video too.
         self.matrix = None
-        decoder = self._nv
         super()._fall_back(reason)
-        if decoder is not None and self._fed:
-            self._give_back(decoder)
 
     def _to_frame(self, picture: Any) -> _Picture:  # type: ignore[override]
         h, w = self._shape
