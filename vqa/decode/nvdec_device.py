@@ -62,7 +62,6 @@ class Session:
     def __init__(self, device: torch.device | str = "cuda"):
         self.device = torch.device(device)
         self._decoders: dict[str, Any] = {}
-        self.created = 0
 
     def decoder(self, codec: str) -> Any:
         found = self._decoders.pop(codec, None)
@@ -71,7 +70,6 @@ class Session:
         with _CREATE:
             made = nvc.CreateDecoder(gpuid=0, codec=getattr(nvc.cudaVideoCodec, CODECS[codec][0]), cudacontext=0,
                                      cudastream=0, usedevicememory=self.device.type == "cuda")
-        self.created += 1
         return made
 
     def give_back(self, codec: str, decoder: Any) -> None:

@@ -29,26 +29,21 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
-import numpy as np
 import torch
 
 from ..aggregate import FrameResult, FreezeChain
 from ..codes import ErrorCode
 from ..config import Resolved
 from ..decode import reader_class
-from ..decode.base import KEYFRAME_SCAN_PACKETS
 from ..futures import VideoFuture
 from ..infer import Inferencer
 from ..infer.nv12 import NV12Preparer
 from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..limits import AUTO_TIMEOUT_MIN_S, auto_timeout_s
 from ..model import ModelSpec
-from ..preprocess import cut, frame_stats
-from ..sample import plan_frames
-from ..types import VideoScore
+from ..types import SamplePlan, VideoInfo, VideoScore
 from .base import Engine, cancel_queued, register
-from .conclude import conclude
-from .local import guarded
+from .local import cpu_results, guarded, score_read
 from .messages import FrameMeta
 
 WATCH_EVERY_S = 0.5
@@ -146,21 +141,25 @@ class GpuEngine(Engine):
         from ..decode.nvdec_device import NvdecDeviceReader
 
         options, spec = self._options, self._spec
-        with NvdecDeviceReader(path, session=session, geometry=spec.preprocessing, threads=1) as reader:
-            info = record.video = reader.info
-            keyframes = None if options.frames == "all" else reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
-            plan = plan_frames(info, options.frames, keyframes_s=keyframes)
-            record.sampling = plan.to_dict()
+
+        def planned(info: VideoInfo, plan: SamplePlan) -> None:
             if options.timeout_s == "auto":  # the decode's limit, from the plan, as the pool sets it
                 job.set_limit(auto_timeout_s(info, plan))
-            results: list[FrameResult] = []
-            for views, metas in device_batches(reader.read(plan), self._prep, options.batch_size,
-                                               FreezeChain(), spec.preprocessing):
-                outputs = (self._inferencer.infer_device(views) if isinstance(views, torch.Tensor)
-                           else self._inferencer.infer(views))
-                results += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
-            conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors,
-                     reader.warnings, decision=spec.decision, with_timeline=options.timeline)
+
+        reader = NvdecDeviceReader(path, session=session, geometry=spec.preprocessing, threads=1)
+        with reader:
+            if reader.matrix is None:  # it fell back when opened: FFmpeg's frames, the CPU path's preparation
+                score_read(record, reader, options, spec,
+                           lambda plan: cpu_results(reader, plan, options, self._inferencer, spec), planned)
+            else:
+                score_read(record, reader, options, spec, lambda plan: self._device_results(reader.read(plan)), planned)
+
+    def _device_results(self, frames: Iterator) -> list[FrameResult]:
+        results: list[FrameResult] = []
+        for views, metas in device_batches(frames, self._prep, self._options.batch_size, FreezeChain()):
+            outputs = self._inferencer.infer_device(views)
+            results += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
+        return results
 
     # -- the timeout ----------------------------------------------------------------------
     def _watch(self) -> None:
@@ -198,41 +197,28 @@ class GpuEngine(Engine):
         cancel_queued(self._requests)  # whatever was queued behind the stop
 
 
-def device_batches(frames: Iterator, prep: NV12Preparer, batch_size: int, chain: FreezeChain, geometry
-                   ) -> Iterator[tuple[torch.Tensor | np.ndarray, list[FrameMeta]]]:
-    """``(views, metas)`` for each batch of up to ``batch_size`` frames, in reading order: device
-    frames (vqa.decode.nvdec_device.DeviceFrame) prepared on their device in one pass a batch,
-    ordinary RGB frames (a video that fell back) by the CPU path's cut and frame_stats. A batch
-    holds frames of one size and kind; the freeze chain sees every frame in order."""
-    from ..decode.nvdec_device import DeviceFrame
-
+def device_batches(frames: Iterator, prep: NV12Preparer, batch_size: int, chain: FreezeChain
+                   ) -> Iterator[tuple[torch.Tensor, list[FrameMeta]]]:
+    """``(views, metas)`` for each batch of up to ``batch_size`` device frames
+    (vqa.decode.nvdec_device.DeviceFrame) of one size, in reading order, prepared on their device
+    in one pass a batch; the freeze chain sees every frame in order."""
     pending: list = []
 
-    def flush() -> Iterator[tuple[torch.Tensor | np.ndarray, list[FrameMeta]]]:
+    def flush() -> Iterator[tuple[torch.Tensor, list[FrameMeta]]]:
         if not pending:
             return
         batch, pending[:] = list(pending), []
-        views: torch.Tensor | np.ndarray
-        if isinstance(batch[0], DeviceFrame):
-            nv12 = torch.stack([f.nv12 for f in batch]) if len(batch) > 1 else batch[0].nv12[None]
-            views = prep.views(nv12, batch[0].matrix)
-            stats = prep.stats(nv12, batch[0].matrix)
-            metas = [FrameMeta(f.run, f.pts_s, s) for f, s in zip(batch, stats)]
-        else:
-            views = np.stack([cut(f.rgb, geometry, 0)[0] for f in batch])
-            metas = [FrameMeta(f.run, f.pts_s, frame_stats(f.rgb)) for f in batch]
+        nv12 = torch.stack([f.nv12 for f in batch])
+        stats = prep.stats(nv12, batch[0].matrix)
+        metas = [FrameMeta(f.run, f.pts_s, s) for f, s in zip(batch, stats)]
         for m in metas:
             chain.add(m.stats)
-        yield views, metas
+        yield prep.views(nv12, batch[0].matrix), metas
 
     for frame in frames:
-        if pending and (type(frame) is not type(pending[0]) or _shape(frame) != _shape(pending[0])):
+        if pending and frame.nv12.shape != pending[0].nv12.shape:  # a size change mid-stream
             yield from flush()
         pending.append(frame)
         if len(pending) == batch_size:
             yield from flush()
     yield from flush()
-
-
-def _shape(frame) -> tuple[int, ...]:
-    return tuple((frame.nv12 if hasattr(frame, "nv12") else frame.rgb).shape)

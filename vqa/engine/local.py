@@ -13,7 +13,7 @@ import numpy as np
 from ..aggregate import FrameResult, FreezeChain
 from ..codes import ErrorCode
 from ..config import Resolved
-from ..decode import open_video, reader_class
+from ..decode import VideoReader, open_video, reader_class
 from ..decode.base import KEYFRAME_SCAN_PACKETS
 from ..errors import VQAError
 from ..futures import VideoFuture
@@ -22,7 +22,7 @@ from ..lifecycle import Owner, mark_engine_thread, refuse_on_engine_thread
 from ..limits import out_of_memory
 from ..model import ModelSpec
 from ..sample import plan_frames
-from ..types import VideoScore
+from ..types import SamplePlan, VideoInfo, VideoScore
 from .base import Engine, cancel_queued, register
 from .conclude import conclude
 from .frames import batches
@@ -66,22 +66,38 @@ def guarded(record: VideoScore, work: Callable[[], None]) -> VideoScore:
 
 def _score_into(record: VideoScore, path: str, options: Resolved, inferencer: Inferencer, spec: ModelSpec
                 ) -> None:
-    buffer = OneBuffer(options.batch_size, spec.preprocessing.view)
     with open_video(path, backend=options.decoder, threads=options.decode_threads) as reader:
-        info = record.video = reader.info
-        # A sampled plan is placed by the keyframes (vqa.sample); every frame needs none.
-        keyframes = None if options.frames == "all" else reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
-        plan = plan_frames(info, options.frames, keyframes_s=keyframes)
-        record.sampling = plan.to_dict()
-        results: list[FrameResult] = []
-        # The chain keeps a read's first and last thumbnails only: memory stays flat however
-        # many frames are scored.
-        for _, metas in batches(reader, plan, buffer, options.batch_size, chain=FreezeChain(),
-                                geometry=spec.preprocessing):
-            outputs = inferencer.infer(buffer.array[:len(metas)])
-            results += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
-        conclude(record, results, plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings,
-                 decision=spec.decision, with_timeline=options.timeline)
+        score_read(record, reader, options, spec, lambda plan: cpu_results(reader, plan, options, inferencer, spec))
+
+
+def score_read(record: VideoScore, reader: VideoReader, options: Resolved, spec: ModelSpec,
+               results: Callable[[SamplePlan], list[FrameResult]],
+               planned: Callable[[VideoInfo, SamplePlan], None] | None = None) -> None:
+    """Plan an open video, read it (``results``: the plan's frames scored) and fill its record;
+    ``planned`` hears of the plan before the read (the GPU engine sets its timeout from it)."""
+    info = record.video = reader.info
+    # A sampled plan is placed by the keyframes (vqa.sample); every frame needs none.
+    keyframes = None if options.frames == "all" else reader.keyframe_times(KEYFRAME_SCAN_PACKETS)
+    plan = plan_frames(info, options.frames, keyframes_s=keyframes)
+    record.sampling = plan.to_dict()
+    if planned is not None:
+        planned(info, plan)
+    conclude(record, results(plan), plan, plan, info, reader.frames_decoded, reader.decode_errors, reader.warnings,
+             decision=spec.decision, with_timeline=options.timeline)
+
+
+def cpu_results(reader: VideoReader, plan: SamplePlan, options: Resolved, inferencer: Inferencer, spec: ModelSpec
+                ) -> list[FrameResult]:
+    """The plan's frames of ``reader`` cut and measured on the CPU (vqa.engine.frames), then inferred."""
+    buffer = OneBuffer(options.batch_size, spec.preprocessing.view)
+    results: list[FrameResult] = []
+    # The chain keeps a read's first and last thumbnails only: memory stays flat however
+    # many frames are scored.
+    for _, metas in batches(reader, plan, buffer, options.batch_size, chain=FreezeChain(),
+                            geometry=spec.preprocessing):
+        outputs = inferencer.infer(buffer.array[:len(metas)])
+        results += [FrameResult(m.run, m.pts_s, row, m.stats) for m, row in zip(metas, outputs)]
+    return results
 
 
 class LocalEngine(Engine):
