@@ -6,6 +6,7 @@ tests/infer/test_cuda_device.py and scripts/bench/device_bench.sh; this file run
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,11 @@ def clips(tmp_path_factory):
                               ("vp9.webm", "libvpx-vp9", {"g": "12", "crf": "40", "b": "0"})]:
         write_clip(d / name, frames, fps=24, codec=codec, options=opts)
         made[name] = d / name
+    # Non-square pixels told by the H.264 bitstream alone (MPEG-TS declares none): the NVDEC
+    # readers open without FFmpeg's probe, so the shape must come from the decoded first picture.
+    write_clip(d / "anamorphic.ts", frames, fps=24, options={"g": "12", "crf": "23"},
+               sample_aspect_ratio=Fraction(4, 3))
+    made["anamorphic.ts"] = d / "anamorphic.ts"
     return made
 
 
@@ -72,11 +78,70 @@ def test_seeks_drain_the_decoder(nvdec, clips):
     _same_frames(got, _read(clips["h264.mp4"], "pyav", "default")[0])
 
 
-def test_other_codecs_fall_back_to_the_cpu_with_a_warning(nvdec, clips):
-    got, warnings, _ = _read(clips["vp9.webm"], "nvdec", "all")
-    assert len(warnings) == 1 and warnings[0].startswith("W_DECODER_FALLBACK:") and "vp9" in warnings[0]
+@pytest.mark.parametrize("name, words", [("vp9.webm", "vp9"), ("anamorphic.ts", "non-square pixels")])
+def test_other_videos_fall_back_to_the_cpu_with_a_warning(nvdec, clips, name, words):
+    got, warnings, info = _read(clips[name], "nvdec", "all")
+    assert len(warnings) == 1 and warnings[0].startswith("W_DECODER_FALLBACK:") and words in warnings[0]
     assert nvdec.STATS["created"] == 0
-    _same_frames(got, _read(clips["vp9.webm"], "pyav", "all")[0])
+    want, _, want_info = _read(clips[name], "pyav", "all")
+    assert info == want_info
+    _same_frames(got, want)
+    if name == "anamorphic.ts":
+        assert info.width == 171  # 128 pixels of 4:3, shown square
+
+
+def test_unreferenced_pictures_before_a_run_are_not_decoded(nvdec, clips, monkeypatch):
+    """As FFmpeg's skip_frame NONREF, NVDEC is not given the B-frames no picture refers to on
+    the way to a run: fewer packets decoded, the same frames."""
+    import vqa.decode.nvdec as nvdec_module
+
+    want = _read(clips["h264.mp4"], "pyav", "default")[0]
+    for name in ("h264.mp4", "hevc.mkv"):
+        nvdec.STATS["packets"] = 0
+        got = _read(clips[name], "nvdec", "default")[0]
+        fed, nvdec.STATS["packets"] = nvdec.STATS["packets"], 0
+        with monkeypatch.context() as m:
+            m.setattr(nvdec_module, "_unreferenced", lambda annexb, hevc: False)
+            every = _read(clips[name], "nvdec", "default")[0]
+        assert fed < nvdec.STATS["packets"], name
+        _same_frames(got, every)
+        if name == "h264.mp4":
+            _same_frames(got, want)
+
+
+def test_unreferenced_reads_the_nal_headers():
+    from vqa.decode.nvdec import _unreferenced
+
+    sc = b"\0\0\1"
+    assert _unreferenced(sc + b"\x09\xf0" + sc + b"\x01\x9e", hevc=False)  # AUD, B slice with nal_ref_idc 0
+    assert not _unreferenced(sc + b"\x01\x9e" + sc + b"\x41\x9a", hevc=False)  # one slice referenced
+    assert not _unreferenced(sc + b"\x65\x88", hevc=False)  # IDR
+    assert not _unreferenced(sc + b"\x06\x05", hevc=False)  # SEI alone: no picture
+    assert _unreferenced(b"\0" + sc + b"\x00\x01\xaf", hevc=True)  # TRAIL_N
+    assert not _unreferenced(sc + b"\x02\x01\xaf", hevc=True)  # TRAIL_R
+    assert not _unreferenced(sc + b"\x26\x01\xaf", hevc=True)  # IDR_W_RADL
+    assert not _unreferenced(sc + b"\x4e\x01", hevc=True)  # SEI alone
+
+
+def test_a_stream_cut_mid_gop_reads_as_pyavs(nvdec, clips, tmp_path):
+    """The first picture FFmpeg decodes for the checks comes from the first packet alone when it
+    is a keyframe; a stream cut after its keyframe (MPEG-TS starting on P and B packets) is
+    decoded on until a picture comes, as the pyav reader does, and NVDEC still takes it."""
+    cut = tmp_path / "cut.ts"
+    with av.open(str(clips["h264.ts"])) as src, av.open(str(cut), "w", format="mpegts") as dst:
+        stream = src.streams.video[0]
+        out = dst.add_stream_from_template(stream)
+        for n, packet in enumerate(src.demux(stream)):
+            if n >= 5 and packet.size:
+                packet.stream = out
+                dst.mux(packet)
+    with av.open(str(cut)) as check:
+        assert not next(check.demux(video=0)).is_keyframe
+    got, warnings, info = _read(cut, "nvdec", "all")
+    want, _, want_info = _read(cut, "pyav", "all")
+    assert warnings == [] and info == want_info and len(got) > 0
+    _same_frames(got, want)
+    assert nvdec.STATS["packets"] > 0
 
 
 @pytest.mark.parametrize("fault, words", [("create", "could not start"), ("decode", "no picture"),

@@ -11,6 +11,7 @@ import functools
 import importlib
 import sys
 import threading
+from fractions import Fraction
 
 import pytest
 
@@ -41,6 +42,9 @@ def clips(tmp_path_factory):
             ("vp9.webm", (320, 240), "libvpx-vp9", {"g": "24", "crf": "40", "b": "0"})]:
         write_clip(d / name, textured_frames(72, h, w, seed=len(made)), fps=24, codec=codec, options=opts)
         made[name] = d / name
+    write_clip(d / "anamorphic.ts", textured_frames(48, 240, 320, seed=9), fps=24,
+               options={"g": "24", "crf": "30"}, sample_aspect_ratio=Fraction(4, 3))
+    made["anamorphic.ts"] = d / "anamorphic.ts"
     (d / "text.mp4").write_text("not a video\n")
     made["text.mp4"] = d / "text.mp4"
     return made
@@ -84,10 +88,11 @@ def test_records_are_the_cpu_paths(nvdec, clips, frames):
 
 
 def test_fallbacks_and_errors_are_per_video(nvdec, clips):
-    want = _cpu_records([clips["vp9.webm"], clips["small.mp4"]])
+    want = _cpu_records([clips["vp9.webm"], clips["small.mp4"], clips["anamorphic.ts"]])
     engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32))
     try:
-        futures = {n: engine.submit(str(clips[n])) for n in ("vp9.webm", "small.mp4", "text.mp4", "h264.mp4")}
+        futures = {n: engine.submit(str(clips[n]))
+                   for n in ("vp9.webm", "small.mp4", "text.mp4", "h264.mp4", "anamorphic.ts")}
         got = {n: f.result(timeout=120) for n, f in futures.items()}
     finally:
         engine.close()
@@ -98,6 +103,10 @@ def test_fallbacks_and_errors_are_per_video(nvdec, clips):
     small = got["small.mp4"]
     assert any("smaller than the view" in w for w in small.warnings), small.warnings
     assert small.score == pytest.approx(want["small.mp4"].score, abs=1e-4)
+    # non-square pixels that only the H.264 bitstream tells (MPEG-TS declares none)
+    wide = got["anamorphic.ts"]
+    assert any("non-square pixels" in w for w in wide.warnings), wide.warnings
+    assert wide.score == pytest.approx(want["anamorphic.ts"].score, abs=1e-4)
     assert got["text.mp4"].status == "error" and got["text.mp4"].error["code"] == "E_NOT_VIDEO"
     assert got["h264.mp4"].status == "ok" and not got["h264.mp4"].warnings
 

@@ -9,7 +9,7 @@ compared with FFmpeg's before NVDEC takes over.
 
 A video is decoded on the CPU by PyAV instead, with a ``W_DECODER_FALLBACK`` warning, where
 NVDEC does not apply or cannot start: codecs other than H.264 and HEVC, pixel formats other
-than 8-bit 4:2:0 (``yuv420p``), odd frame sizes, AVI (its timestamps are decode order), a
+than 8-bit 4:2:0 (``yuv420p``), odd frame sizes, non-square pixels, AVI (its timestamps are decode order), a
 first picture without a timestamp, a decoder that fails to start (no free session, a size the
 hardware refuses, CUDA unable to start under a worker's address-space limit), or a first
 picture that differs from FFmpeg's.
@@ -45,10 +45,10 @@ NO_PTS = -1
 
 class NvdecReader(PyAVReader):
     BACKEND_NAME: ClassVar[str] = "nvdec"
-    # DROPS_BEFORE_RUNS stays True although NVDEC decodes every packet it is given: after a seek
-    # it, like FFmpeg, skips pictures that cannot be decoded from there (HEVC's leading pictures
-    # after an open-GOP keyframe), so no frame interval may span the way to a run (the H200 run
-    # raised W_VARIABLE_FPS on such a clip when this was False).
+    # DROPS_BEFORE_RUNS: on the way to a run, the packets of pictures no other refers to are not
+    # given to NVDEC (``_unreferenced``), as FFmpeg's skip_frame NONREF drops them. Besides, after
+    # a seek NVDEC, like FFmpeg, skips pictures that cannot be decoded from there (HEVC's leading
+    # pictures after an open-GOP keyframe), so no frame interval may span the way to a run.
 
     # The PyAV reader's drain at the end of a run asks FFmpeg's decoder for the frames it holds;
     # NVDEC holds its own, so this reader reads on instead (a video that falls back drains again).
@@ -56,6 +56,7 @@ class NvdecReader(PyAVReader):
     _nv: Any = None  # the NVDEC decoder; None: PyAV decodes this video
     _bsf: BitStreamFilterContext | None = None
     _fed = False  # packets went in since the decoder was made: a seek must start a new one
+    _probes = False  # FFmpeg decodes the first picture only, unless the video falls back
 
     def _open(self) -> VideoInfo:
         info = super()._open()  # PyAV: the checks, the length, the first picture (on the CPU)
@@ -65,6 +66,27 @@ class NvdecReader(PyAVReader):
             self.decode_errors = errors  # NVDEC's failures are the fallback's reason, not corrupt frames
             self._fall_back(reason)
         return info
+
+    def _first_frame(self) -> av.VideoFrame | None:
+        """FFmpeg's first picture, decoded from the first packet alone where it is a keyframe:
+        the decoder is drained after it instead of being fed on until its reorder delay gives
+        the picture out (two more packets with x264's B-frames, as much CPU again). FFmpeg's
+        decoder goes no further: NVDEC, or a fresh FFmpeg open on fallback, reads from the start.
+        Anything else (no keyframe first, a packet the decoder drops) is read as the pyav reader
+        reads it."""
+        try:
+            packet = next(self._packets)
+            if packet.is_keyframe and packet.size:
+                ctx = self._stream.codec_context
+                frames = ctx.decode(packet) + ctx.decode(None)
+                if frames:
+                    return frames[0]
+        except MemoryError:
+            raise
+        except (av.error.FFmpegError, IndexError, ValueError, StopIteration):
+            pass
+        self._reopen()
+        return super()._first_frame()
 
     def _why_not(self) -> str | None:
         """Why NVDEC does not apply to this video, told from PyAV's first picture; None if it does."""
@@ -78,6 +100,11 @@ class NvdecReader(PyAVReader):
             return f"NVDEC is not used for an odd frame size ({first.width}x{first.height})"
         if self._relabel:
             return "NVDEC is not used for AVI, whose timestamps are in decode order"
+        if self._sar is not None:
+            # swscale resamples them to square ones using the siting of the chroma samples that
+            # FFmpeg's decoder puts on its frames and a frame made from NVDEC's picture lacks
+            # (up to 10 levels apart on an H.264 clip with 4:3 pixels).
+            return "NVDEC's pictures are not resampled as FFmpeg's are: non-square pixels"
         if first.pts is None:
             return "the first picture has no timestamp"
         return None
@@ -104,12 +131,13 @@ class NvdecReader(PyAVReader):
         return None
 
     def _fall_back(self, reason: str) -> None:
-        started = self._nv is not None
         self._nv = self._bsf = None
         self._drains = True
         self._warn(WarningCode.W_DECODER_FALLBACK, f"decoded on the CPU by FFmpeg: {reason}")
-        if started:
-            self._reopen()  # the packets NVDEC took are needed again
+        # From the start again (NVDEC may have taken packets), through FFmpeg's stream probe as
+        # the pyav reader opens it: the same decoder parameters, so the same frames.
+        self._probes = True
+        self._reopen()
 
     def _new_decoder(self) -> Any:
         codec = getattr(nvc.cudaVideoCodec, CODECS[self._stream.codec_context.name][0])
@@ -126,6 +154,12 @@ class NvdecReader(PyAVReader):
             self._nv_decode(None)
             self._fed = False
 
+    def _skip_if_before_run(self, packet: av.Packet) -> None:
+        if self._nv is None:
+            super()._skip_if_before_run(packet)
+        else:  # _decode_packet leaves out what is not needed
+            self._skipping = self._before_run(packet)
+
     def _decode_packet(self, packet: av.Packet) -> list[av.VideoFrame]:
         if self._nv is None:
             return packet.decode()
@@ -134,7 +168,10 @@ class NvdecReader(PyAVReader):
         try:
             frames: list[av.VideoFrame] = []
             if packet.size:
+                hevc = self._stream.codec_context.name == "hevc"
                 for p in bsf.filter(packet):
+                    if self._skipping and _unreferenced(bytes(p), hevc):
+                        continue  # shows before the run and no picture refers to it
                     frames += self._nv_decode(p)
             else:  # PyAV's flush packet at the end of the stream: drain the filter and NVDEC
                 for p in bsf.filter(None):
@@ -178,3 +215,25 @@ class NvdecReader(PyAVReader):
         frame.pts = None if pts == NO_PTS or pts >= 1 << 63 else pts
         frame.time_base = self._time_base
         return frame
+
+
+def _unreferenced(annexb: bytes, hevc: bool) -> bool:
+    """Whether an Annex B access unit holds picture slices and no other picture refers to any of
+    them: H.264 slices with nal_ref_idc 0; HEVC's sub-layer non-reference types (TRAIL_N,
+    TSA_N, STSA_N, RADL_N, RASL_N), the rule FFmpeg's skip_frame NONREF follows."""
+    slices = False
+    i = annexb.find(b"\0\0\1")
+    while 0 <= i < len(annexb) - 3:
+        head = annexb[i + 3]
+        if hevc:
+            kind = head >> 1 & 0x3F
+            if kind < 32:  # a picture's slice (VCL)
+                if kind > 14 or kind % 2:  # referenced (_R), a keyframe type, or reserved
+                    return False
+                slices = True
+        elif 1 <= head & 0x1F <= 5:  # a picture's slice or slice data
+            if head & 0x60:  # nal_ref_idc: other pictures refer to it
+                return False
+            slices = True
+        i = annexb.find(b"\0\0\1", i + 3)
+    return slices

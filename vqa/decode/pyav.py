@@ -160,6 +160,11 @@ class PyAVReader(VideoReader):
     _unseekable = False  # a seek failed: runs are reached by decoding on, or by reopening
     _seeks_back = False  # a seek ahead landed far behind: seeking ahead is pointless here
     _drains = True  # False once a drain gave other frames than the packets promised
+    # Whether the container that decodes is opened with FFmpeg's stream probe, which decodes
+    # frames (on a thread per core) to fill in the codec's parameters. The NVDEC readers, which
+    # hand the packets to NVDEC and decode one picture with FFmpeg, open without it (a probe
+    # cost more CPU than the rest of such a video's reading).
+    _probes = True
     _sar: Fraction | None = None  # the pixels' shape, where they are not square
     _keyframes_s: list[float] | None = None  # keyframe_times' scan, for streams with no index
     _keyframe_pos: dict[float, int] = {}  # the byte where each of those keyframes' packets starts
@@ -278,15 +283,13 @@ class PyAVReader(VideoReader):
         # The length from the packets, while this container reads headers and packets only.
         self._measurement = self._measure(self._container, _declared_duration(self._container))
         self._container.close()
-        self._container = self._open_checked(headers_only=False)
+        self._container = self._open_checked(headers_only=not self._probes)
         if not video_streams(self._container):
             raise InputError(f"{self.path!r} has no video stream FFmpeg can probe",
                              code=ErrorCode.E_NO_VIDEO_STREAM)
         stream = self._stream = _video_stream(self._container)
         ctx = self._codec_context()
         check_frame_size(self.path, ctx.width, ctx.height, self.max_pixels, what="declares")
-        sar = stream.sample_aspect_ratio or ctx.sample_aspect_ratio
-        self._sar = sar if sar and sar != 1 and Fraction(1, 4) <= sar <= 4 else None
         # Every frame the decoder allocates is held to the cap, also one that grows mid-stream.
         ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
         # Explicit, so parallel workers each decode on `threads` cores instead of all of them.
@@ -300,13 +303,16 @@ class PyAVReader(VideoReader):
         self._reset()
 
         # The display matrix rides on decoded frames, so peek at the first one and keep it.
-        first = self._next_av_frame()
+        first = self._first_frame()
         if first is None:
             cut = self._box_cut_short()
             why = f": the file is cut short (its {cut} box runs past its end: an interrupted upload or copy)"
             raise InputError(f"no frame of {self.path!r} could be decoded{why if cut else ''}", code=ErrorCode.E_DECODE)
         check_frame_size(self.path, first.width, first.height, self.max_pixels, what="decodes to")
         self._ready.append(first)
+        # After a decode: where no probe ran, the decoder has read the bitstream's own (H.264 VUI).
+        sar = stream.sample_aspect_ratio or ctx.sample_aspect_ratio
+        self._sar = sar if sar and sar != 1 and Fraction(1, 4) <= sar <= 4 else None
         # frame.rotation is counter-clockwise, as np.rot90 turns; snap to quarter turns. A matrix
         # with no angle (all zero: NaN in FFmpeg, INT_MIN once PyAV casts it) is no rotation, as
         # FFmpeg's own autorotate takes it.
@@ -326,6 +332,10 @@ class PyAVReader(VideoReader):
             frame_count=frame_count, frame_count_declared=count_declared,
             codec=ctx.name, rotation=(90 * self._rot_k) % 360, pixel_format=first.format.name,
         )
+
+    def _first_frame(self) -> av.VideoFrame | None:
+        """The stream's first frame, which the checks at open read; the NVDEC readers decode less."""
+        return self._next_av_frame()
 
     def _measured_length(self, declared_s: float) -> tuple[float, int, bool] | None:
         """(duration_s, frame_count, exact) from the packets, when the header gives no length
@@ -626,12 +636,16 @@ class PyAVReader(VideoReader):
     def _pts_to_s(self, pts: int) -> float:
         return float((pts - self._start_pts) * self._time_base)
 
-    def _skip_if_before_run(self, packet: av.Packet) -> None:
-        """Let the decoder drop this packet's frame if nothing refers to it and it shows before
-        the run being read. Not for relabelled AVI, whose packet times are decode order."""
+    def _before_run(self, packet: av.Packet) -> bool:
+        """Whether this packet's frame shows before the run being read, so the decoder may drop
+        it if nothing refers to it. Not for relabelled AVI, whose packet times are decode order."""
         before = self._drop_before_s
-        skip = (before is not None and before > 0 and not self._relabel and packet.pts is not None
+        return (before is not None and before > 0 and not self._relabel and packet.pts is not None
                 and float((packet.pts - self._start_pts) * self._time_base) < before)
+
+    def _skip_if_before_run(self, packet: av.Packet) -> None:
+        """FFmpeg's decoder drops the frames no other refers to before a run (skip_frame NONREF)."""
+        skip = self._before_run(packet)
         if skip != self._skipping:
             self._stream.codec_context.skip_frame = "NONREF" if skip else "DEFAULT"
             self._skipping = skip
@@ -822,7 +836,7 @@ class PyAVReader(VideoReader):
         """Read the stream again from its start, through a fresh container."""
         self._input().close()
         self._skipping = False  # a fresh decoder decodes every frame
-        self._container = self._open_checked(headers_only=False)
+        self._container = self._open_checked(headers_only=not self._probes)
         self._stream = _video_stream(self._container)
         ctx = self._codec_context()
         ctx.options = {**ctx.options, "max_pixels": str(self.max_pixels)}
