@@ -148,10 +148,11 @@ class NvdecReader(PyAVReader):
         super()._reset()
         if self._nv is not None and self._fed:
             # After a seek the decoder must forget the pictures it holds. Draining it (the end
-            # of stream) does, at a fraction of a new decoder's cost (32 ms each on the H200).
+            # of stream) does, at a fraction of a new decoder's cost (32 ms each on the H200);
+            # the pictures it hands out are not wanted, so they are not copied.
             assert self._bsf is not None  # made with the decoder (_start), dropped with it
             self._bsf.flush()
-            self._nv_decode(None)
+            drain(self._nv)
             self._fed = False
 
     def _skip_if_before_run(self, packet: av.Packet) -> None:
@@ -215,6 +216,13 @@ class NvdecReader(PyAVReader):
         frame.pts = None if pts == NO_PTS or pts >= 1 << 63 else pts
         frame.time_base = self._time_base
         return frame
+
+
+def drain(decoder: Any) -> None:
+    """Empty an NVDEC decoder (the end of a stream), leaving the pictures it hands out unread."""
+    packet = nvc.PacketData()
+    packet.bsl = 0
+    decoder.Decode(packet)
 
 
 def _unreferenced(annexb: bytes, hevc: bool) -> bool:

@@ -27,7 +27,7 @@ import torch
 from av.bitstream import BitStreamFilterContext
 
 from vqa.decode.hdr import HDR_TRANSFERS
-from vqa.decode.nvdec import NO_PTS, CODECS, NvdecReader, nvc
+from vqa.decode.nvdec import NO_PTS, CODECS, NvdecReader, drain, nvc
 from vqa.infer.nv12 import matrix_of, nv12_of, unsupported
 from vqa.preprocess import TRAINING, Geometry
 from vqa.types import Frame
@@ -176,7 +176,7 @@ class NvdecDeviceReader(NvdecReader):
         """Empty ``decoder`` (the end of a stream) and keep it for the session's next video."""
         try:
             if self._fed:
-                _drain(decoder)
+                drain(decoder)
             self._session.give_back(self._stream.codec_context.name, decoder)
         except MemoryError:
             raise
@@ -202,8 +202,3 @@ def _packed(surface: torch.Tensor, h: int, w: int) -> torch.Tensor:
     luma_rows = rows * 2 // 3
     return torch.cat([surface[:h, :w], surface[luma_rows:luma_rows + h // 2, :w]])
 
-
-def _drain(decoder: Any) -> None:
-    packet = nvc.PacketData()
-    packet.bsl = 0
-    decoder.Decode(packet)
