@@ -305,10 +305,12 @@ native() {  # issue 34: the GPU engine (--decoder nvdec --backend cuda) against 
     tests/engine/test_gpu_engine.py tests/decode/test_nvdec_device.py 2>&1 | tail -40 | tee "$OUT/pytest_native.log"
   # Records against the CPU path (openvino fp32, pyav): the sample videos, folder clips, real footage
   # carried in .device_bench/real (NATIVE_REAL), each backend with FFmpeg's decoding and with the GPU engine.
+  local d decoders=()
+  for d in ${NATIVE_RECORD_DECODERS:-pyav nvdec nvdec:4}; do decoders+=(--decoder "$d"); done
   # shellcheck disable=SC2086
-  step records_native 30 200 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_records.py \
+  step records_native 30 300 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_records.py \
     --out "$OUT/records_native.json" sample_videos/*.mp4 /tmp/vqa_f/bench_00[0-9].mp4 ${NATIVE_REAL:-.device_bench/real/*.mp4} \
-    --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16 --decoder pyav --decoder nvdec
+    --backend openvino:fp32 --backend cuda:fp32 --backend cuda:fp16 "${decoders[@]}"
   # The card's NVDEC ceiling on this start (every frame, 32 decoder threads in one process), and the
   # library's own sampler on the default plan's frames: NVDEC.md's tool, carried in .device_bench.
   if [ -f .device_bench/nvdec_ceiling.py ]; then
