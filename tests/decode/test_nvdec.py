@@ -41,6 +41,10 @@ def clips(tmp_path_factory):
     write_clip(d / "anamorphic.ts", frames, fps=24, options={"g": "12", "crf": "23"},
                sample_aspect_ratio=Fraction(4, 3))
     made["anamorphic.ts"] = d / "anamorphic.ts"
+    # A Matroska stream that starts at 10 s: only FFmpeg's probe finds its start.
+    write_clip(d / "late.mkv", frames, fps=24, options={"g": "12", "bf": "2", "crf": "23"},
+               pts_s=[10 + i / 24 for i in range(len(frames))])
+    made["late.mkv"] = d / "late.mkv"
     return made
 
 
@@ -59,7 +63,7 @@ def _same_frames(a, b):
         assert np.array_equal(x, y), f"pixels differ at {pts} s"
 
 
-@pytest.mark.parametrize("name", ["h264.mp4", "h264.ts", "hevc.mkv"])
+@pytest.mark.parametrize("name", ["h264.mp4", "h264.ts", "hevc.mkv", "late.mkv"])
 @pytest.mark.parametrize("frames", ["default", "all", 7])
 def test_nvdec_gives_pyavs_frames(nvdec, clips, name, frames):
     got, warnings, info = _read(clips[name], "nvdec", frames)

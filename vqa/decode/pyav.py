@@ -284,6 +284,12 @@ class PyAVReader(VideoReader):
         self._measurement = self._measure(self._container, _declared_duration(self._container))
         self._container.close()
         self._container = self._open_checked(headers_only=not self._probes)
+        if not self._probes and video_streams(self._container) and _video_stream(self._container).start_time is None:
+            # Where only the probe finds the stream's first timestamp (Matroska with H.264 or
+            # HEVC), it runs: frame times count from there.
+            self._probes = True
+            self._container.close()
+            self._container = self._open_checked(headers_only=False)
         if not video_streams(self._container):
             raise InputError(f"{self.path!r} has no video stream FFmpeg can probe",
                              code=ErrorCode.E_NO_VIDEO_STREAM)
