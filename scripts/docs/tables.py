@@ -411,7 +411,7 @@ def h200_table() -> str:
     return table(head, out)
 
 
-GPU_ENGINE = "h100-2026-12-06-gpu-engine"
+GPU_ENGINE = "h100-2026-12-06-gpu-engine-2"
 GPU_ENGINE_ROWS = {  # the folder study's labels -> what a user names
     "openvino:fp32+pyav": "CPU path: `openvino:fp32`",
     "openvino:fp32+nvdec": "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
@@ -449,7 +449,7 @@ def gpu_engine_records() -> str:
     """The GPU engine's records against the CPU path's, from the result files."""
     rows = []
     for name, label in (("records_native.json", "cuda:fp32+nvdec"), ("records_native.json", "cuda:fp16+nvdec"),
-                        ("records_procs.json", "cuda:fp16+nvdec:4")):
+                        ("records_native.json", "cuda:fp16+nvdec:4")):
         data = load(RESULTS / GPU_ENGINE / name)
         b = data["backends"][label]
         ref = data["backends"]["openvino:fp32"]

@@ -51,7 +51,8 @@ def test_records_are_the_cpu_paths(clips, frames):
     paths = [str(p) for n, p in clips.items() if n != "text.mp4"]
     with Scorer(backend="cuda", precision="fp32", decoder="pyav", workers=2, frames=frames) as cpu:
         want = {r.path: r for r in cpu.score_many(paths)}
-    with Scorer(backend="cuda", precision="fp32", decoder="nvdec", workers=4, frames=frames) as gpu:
+    # One process, the engine in this one (auto spreads it over processes on 8 cores or more)
+    with Scorer(backend="cuda", precision="fp32", decoder="nvdec", workers=4, gpu_processes=1, frames=frames) as gpu:
         assert type(gpu._engine).__name__ == "GpuEngine"
         got = {r.path: r for r in gpu.score_many(paths + [str(clips["text.mp4"])])}
     for p in paths:
