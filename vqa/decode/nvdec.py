@@ -9,10 +9,14 @@ compared with FFmpeg's before NVDEC takes over.
 
 A video is decoded on the CPU by PyAV instead, with a ``W_DECODER_FALLBACK`` warning, where
 NVDEC does not apply or cannot start: codecs other than H.264 and HEVC, pixel formats other
-than 8-bit 4:2:0 (``yuv420p``), odd frame sizes, non-square pixels, AVI (its timestamps are decode order), a
-first picture without a timestamp, a decoder that fails to start (no free session, a size the
-hardware refuses, CUDA unable to start under a worker's address-space limit), or a first
-picture that differs from FFmpeg's.
+than 8-bit 4:2:0 (``yuv420p``), odd frame sizes, non-square pixels, AVI (its timestamps are
+decode order), a first picture without a timestamp, a decoder that fails to start (no free
+session, a size the hardware refuses, CUDA unable to start under a worker's address-space
+limit), or a first picture that differs from FFmpeg's.
+
+FFmpeg's share is kept small: the file is opened without FFmpeg's stream probe (which decodes
+frames on a thread per core), FFmpeg decodes the first keyframe alone for the comparison, and
+on the way to a run NVDEC is not given the pictures no other refers to.
 """
 from __future__ import annotations
 

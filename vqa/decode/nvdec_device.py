@@ -8,9 +8,9 @@ measures, demuxes and seeks the file as for every backend, so the plan reads the
 
 A video whose pictures the GPU path cannot prepare as the CPU path does is decoded on the CPU
 by FFmpeg instead, with a ``W_DECODER_FALLBACK`` warning naming the reason: the nvdec reader's
-reasons (codec, pixel format, odd size, non-square pixels, AVI, ...) and those of the preparation: a colour space
-other than BT.601 and BT.709, full range, rotation, interlacing, HDR, a frame
-smaller than the model's view. Its frames are then ordinary RGB ``Frame``s.
+reasons (codec, pixel format, odd size, non-square pixels, AVI, ...) and those of the
+preparation: a colour space other than BT.601 and BT.709, full range, rotation, interlacing,
+HDR, a frame smaller than the model's view. Its frames are then ordinary RGB ``Frame``s.
 
 Decoders are kept per thread (``Session``) from one video to the next: a new NVDEC decoder
 costs about 30 ms, an emptied one nothing.
