@@ -13,16 +13,12 @@ import pytest
 av = pytest.importorskip("av")
 
 from tests.support.clips import textured_frames, write_clip  # noqa: E402
+from tests.support.required import nvdec_missing  # noqa: E402
 
 import vqa.decode as decode  # noqa: E402
 from vqa.sample import plan_frames  # noqa: E402
 
-_why = decode.missing_package("nvdec")
-if _why is None:
-    try:
-        decode.reader_class("nvdec")
-    except Exception as exc:  # BackendUnavailable: the package is there, the GPU or driver is not
-        _why = str(exc)
+_why = nvdec_missing()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"no NVDEC here: {_why}")
 
 

@@ -13,19 +13,12 @@ import pytest
 av = pytest.importorskip("av")
 
 from tests.support.clips import textured_frames, write_clip  # noqa: E402
+from tests.support.required import nvdec_missing  # noqa: E402
 
-import vqa.decode as decode  # noqa: E402
 from vqa import Scorer  # noqa: E402
 from vqa.infer import cuda_available  # noqa: E402
 
-_why = None if cuda_available() else "no CUDA device"
-if _why is None:
-    _why = decode.missing_package("nvdec")
-if _why is None:
-    try:
-        decode.reader_class("nvdec")
-    except Exception as exc:  # the package is there, the driver is not
-        _why = str(exc)
+_why = "no CUDA device" if not cuda_available() else nvdec_missing()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"no GPU engine here: {_why}")
 
 

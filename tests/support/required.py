@@ -35,3 +35,17 @@ def optional_module(name: str, why: str) -> ModuleType:
         except ImportError as e:
             pytest.fail(f"{name} is missing in CI, where requirements-test.txt installs it ({why}): {e}")
     return pytest.importorskip(name, reason=why)
+
+
+def nvdec_missing() -> str | None:
+    """Why the real NVDEC decoder cannot run here (no package, or no GPU or driver); None if it can.
+    For the device tests' skip, which says why."""
+    from vqa import decode
+
+    why = decode.missing_package("nvdec")
+    if why is None:
+        try:
+            decode.reader_class("nvdec")
+        except Exception as exc:  # BackendUnavailable: the package is there, the GPU or driver is not
+            why = str(exc)
+    return why
