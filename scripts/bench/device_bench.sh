@@ -33,6 +33,9 @@
 #             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda), and the GPU engine in 4 and 8
 #             processes (nvdec:4, nvdec:8; NATIVE_DECODERS): native_default.json, native_all.json; the NVDEC
 #             ceiling of the same start first (ceiling_all.json, ceiling_plan.json)
+#     profile where the GPU engine's time goes (scripts/bench/gpu_engine_profile.py on the default plan's
+#             120 clips): one session under cProfile, PyAV in threads, sessions x processes with the GPU's
+#             and NVDEC's utilisation, the session threads sampled: gpu_engine_profile.json
 #     streams OpenVINO streams and thread pinning (scripts/bench/ov_streams.py): views/s, then the default
 #             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
@@ -339,6 +342,13 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
     --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
   bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
+}
+
+profile() {  # issue 34: where the GPU engine's time goes
+  "$PY" -c "import av, PyNvVideoCodec" 2>/dev/null || { echo "== SKIPPED profile: stage .whl/av and .whl/nv first"; return 0; }
+  gpu_here || { echo "== SKIPPED profile: no CUDA device here"; return 0; }
+  clips
+  step engine_profile 60 300 "$PY" scripts/bench/gpu_engine_profile.py /tmp/vqa_f --out "$OUT/gpu_engine_profile.json"
 }
 
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
@@ -662,8 +672,8 @@ main() {
   local phase
   for phase in "$@"; do
     case $phase in
-      stage|check|folder|nvdec|nvfolder|native|nativebench|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab|streams) ;;
-      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, native, nativebench, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab, streams; pack runs here)" >&2
+      stage|check|folder|nvdec|nvfolder|native|nativebench|profile|speed|hybrid|scaling|batch|bf16|busy|finish|rows|ab|streams) ;;
+      *) echo "unknown phase $phase (stage, check, folder, nvdec, nvfolder, native, nativebench, profile, speed, hybrid, scaling, batch, bf16, busy, finish, rows, ab, streams; pack runs here)" >&2
          return 2 ;;
     esac
   done
@@ -677,6 +687,7 @@ main() {
       nvfolder) nvfolder ;;
       native) native ;;
       nativebench) nativebench ;;
+      profile) profile ;;
       speed) speed ;;
       hybrid) hybrid ;;
       scaling) scaling ;;

@@ -6,15 +6,19 @@
    functions that take it (``tottime``: time in the function itself, C calls included).
 2. PyAV alone in 1 and 16 threads: opening a clip and decoding its first frame, and demuxing
    every packet, videos/s: whether PyAV lets other threads run meanwhile (the GIL).
-3. The whole folder with 16 sessions, and every W_DECODER_FALLBACK reason met.
+3. The whole folder by sessions and processes, each with the GPU's and NVDEC's utilisation
+   (nvidia-smi, every 100 ms) and every W_DECODER_FALLBACK reason met; in one process, where
+   the session threads are, sampled every 5 ms (the innermost frame of vqa's and the one below).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
 import pstats
+import subprocess
 import sys
 import threading
 import time
@@ -40,7 +44,7 @@ def profiled_session(paths: list[str]) -> dict:
 
     gpu.GpuEngine._score_into = wrapped
     try:
-        with Scorer(backend="cuda", precision="fp16", decoder="nvdec", workers=1) as s:
+        with Scorer(backend="cuda", precision="fp16", decoder="nvdec", workers=1, gpu_processes=1) as s:
             s.score(paths[0])
             prof = cProfile.Profile()  # the warm-up's calls left out
             start = time.perf_counter()
@@ -82,17 +86,80 @@ def pyav_threads(paths: list[str], threads: int, what: str) -> float:
     return round(n / (time.perf_counter() - t0), 1)
 
 
-def whole(paths: list[str], sessions: int) -> dict:
+class StackSampler:
+    """Where the engine's session threads are, sampled: the innermost vqa frame of each and the
+    frame it is in (a C call shows as the Python line that made it)."""
+
+    def __init__(self, every_s: float = 0.005):
+        self.every_s, self.counts, self.samples = every_s, Counter(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        names = {}
+        while not self._stop.wait(self.every_s):
+            names.update({t.ident: t.name for t in threading.enumerate()})
+            for ident, frame in sys._current_frames().items():
+                if not names.get(ident, "").startswith("vqa-nvdec"):
+                    continue
+                leaf, ours = frame, None
+                f = frame
+                while f is not None:
+                    if "/vqa/" in f.f_code.co_filename and ours is None:
+                        ours = f
+                    f = f.f_back
+                where = lambda fr: f"{Path(fr.f_code.co_filename).name}:{fr.f_code.co_name}:{fr.f_lineno}"  # noqa: E731
+                self.counts[(where(ours) if ours else "-") + " > " + where(leaf)] += 1
+                self.samples += 1
+
+    def __enter__(self) -> StackSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def top(self, n: int = 25) -> list[tuple[str, float]]:
+        return [(k, round(v / max(1, self.samples), 3)) for k, v in self.counts.most_common(n)]
+
+
+class Utilisation:
+    """nvidia-smi's GPU and decoder utilisation (percent), every 100 ms, while in the block."""
+
+    def __enter__(self) -> Utilisation:
+        self._p = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu,utilization.decoder",
+                                    "--format=csv,noheader,nounits", "-lms", "100"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._p.terminate()
+        out, _ = self._p.communicate()
+        rows = [[float(v) for v in line.split(",")] for line in out.splitlines() if line.count(",") == 1]
+        rows = rows[2:-2] if len(rows) > 8 else rows  # the ramps at either end left out
+        self.gpu = round(sum(r[0] for r in rows) / len(rows), 1) if rows else None
+        self.decoder = round(sum(r[1] for r in rows) / len(rows), 1) if rows else None
+
+
+def whole(paths: list[str], sessions: int, processes: int = 1, sample: bool = False) -> dict:
     from vqa import Scorer
 
-    with Scorer(backend="cuda", precision="fp16", decoder="nvdec", workers=sessions) as s:
-        s.score(paths[0])
-        start = time.perf_counter()
-        records = list(s.score_many(paths))
-        seconds = time.perf_counter() - start
+    with Scorer(backend="cuda", precision="fp16", decoder="nvdec", workers=sessions,
+                gpu_processes=processes) as s:
+        list(s.score_many(paths[:processes * 4]))
+        sampler = StackSampler() if sample else contextlib.nullcontext()
+        with Utilisation() as use, sampler:
+            start = time.perf_counter()
+            records = list(s.score_many(paths))
+            seconds = time.perf_counter() - start
     reasons = Counter(w for r in records for w in r.warnings)
-    return {"sessions": sessions, "videos_per_min": round(len(records) / seconds * 60, 1),
-            "warnings": reasons.most_common(10), "errors": Counter(str(r.error) for r in records if not r.ok).most_common(3)}
+    out = {"sessions": sessions, "processes": processes, "videos_per_min": round(len(records) / seconds * 60, 1),
+           "gpu_busy_pct": use.gpu, "nvdec_busy_pct": use.decoder,
+           "warnings": reasons.most_common(10), "errors": Counter(str(r.error) for r in records if not r.ok).most_common(3)}
+    if sample:
+        out["where_sessions_are"] = sampler.top()
+    return out
 
 
 def main() -> int:
@@ -107,8 +174,12 @@ def main() -> int:
     result["pyav_videos_per_s"] = {f"{what}@{t}": pyav_threads(paths[:32], t, what)
                                    for what in ("open+first", "demux") for t in (1, 16)}
     print(result["pyav_videos_per_s"], flush=True)
-    result["whole"] = [whole(paths, s) for s in (16,)]
-    print(result["whole"], flush=True)
+    result["whole"] = []
+    for sessions, processes, sample in ((16, 1, True), (32, 1, False), (64, 1, False), (32, 4, False),
+                                        (64, 4, False), (64, 8, False)):
+        result["whole"].append(whole(paths, sessions, processes, sample))
+        print(json.dumps(result["whole"][-1]), flush=True)
+        a.out.write_text(json.dumps(result, indent=1) + "\n")
     a.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
