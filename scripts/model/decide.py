@@ -373,7 +373,8 @@ def measure(a) -> None:
 
 
 def other_rows(folders: list[Path], other: str, decision: agg.Decision) -> list[tuple]:
-    """(file, family, default's score, other's score, same category) for the clips scored both ways."""
+    """(file, family, default's score, other's score, same category, default's frames, plan and
+    duration, other's frames) for the clips scored both ways."""
     rows = []
     for folder in folders:
         base = {c["file"]: c for c in load(folder)}
@@ -381,8 +382,31 @@ def other_rows(folders: list[Path], other: str, decision: agg.Decision) -> list[
         for file in sorted(set(base) & set(theirs)):
             s_base, c_base, _ = agg.aggregate(*base[file]["frames"], decision)
             s_other, c_other, _ = agg.aggregate(*theirs[file], decision)
-            rows.append((file, base[file]["family"], s_base, s_other, c_base == c_other))
+            rows.append((file, base[file]["family"], s_base, s_other, c_base == c_other, base[file]["frames"],
+                         theirs[file][0]))
     return rows
+
+
+def why(frames: tuple, other: list, decision: agg.Decision) -> dict:
+    """One clip's gap split in two: the network's scores alone (the other's scores with the
+    default's heads), and the decisions (the rest: the heads' flags and what they cost), with
+    each frame whose cover differs."""
+    fr, plan, duration = frames
+    mixed = [replace(f, outputs=np.concatenate([g.outputs[:1], f.outputs[1:]])) for f, g in zip(fr, other)]
+    s_base, s_mixed, s_other = (agg.aggregate(x, plan, duration, decision)[0] for x in (fr, mixed, other))
+    a, b = agg.assess(fr, plan, duration, decision), agg.assess(other, plan, duration, decision)
+    flips = []
+    for kind in a.covered:
+        k = MODEL_DEFECTS.index(kind) if kind in MODEL_DEFECTS else None
+        for i in np.flatnonzero(a.covered[kind] != b.covered[kind]):
+            flips.append({"frame": int(i), "defect": kind, "covered": [bool(a.covered[kind][i]), bool(b.covered[kind][i])],
+                          "quality": [round(float(a.quality[i]), 1), round(float(b.quality[i]), 1)],
+                          "luma_mean": round(float(fr[i].stats.luma_mean), 1),
+                          **({} if k is None else {"probability": [round(float(a.probability[i, k]), 3),
+                                                                   round(float(b.probability[i, k]), 3)],
+                                                   "threshold": decision.defect_probability[kind]})})
+    return {"network": round(s_mixed - s_base, 1), "decisions": round(s_other - s_mixed, 1),
+            "mean_frame_score_diff": round(float((b.network - a.network).mean()), 2), "cover_differs": flips}
 
 
 RAMPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # penalty_ramp's candidates, logits
@@ -440,7 +464,8 @@ def compare(a) -> None:
     """Another backend or precision against the default under the manifest's decisions: each
     clip's two records, from the frame results ``judgement.py score`` kept of the same files
     with the defaults (frames.pkl) and with ``--precision``/``--backend`` (``--other``: the
-    file's prefix, int8 for int8_frames.pkl, cuda-fp16 for cuda-fp16_frames.pkl)."""
+    file's prefix, int8 for int8_frames.pkl, cuda-fp16 for cuda-fp16_frames.pkl). The ten largest
+    gaps each say why (``why``)."""
     decision = agg.Decision.from_manifest(json.loads(a.manifest.read_text())["decision"])
     res: dict = {"command": "python scripts/model/decide.py " + " ".join(str(x) for x in a.argv)}
     for name, folders in (("validation", a.val), ("test", a.test)):
@@ -450,7 +475,8 @@ def compare(a) -> None:
         d = np.array([abs(r[2] - r[3]) for r in rows])
         res[name] = {"clips": len(rows), "mean_abs_score_diff": float(d.mean()), "max_abs_score_diff": float(d.max()),
                      "same_category": float(np.mean([r[4] for r in rows])),
-                     "largest": [{"file": r[0], "family": r[1], "default": r[2], a.other: r[3]}
+                     "largest": [{"file": r[0], "family": r[1], "default": r[2], a.other: r[3],
+                                  "why": why(r[5], r[6], decision)}
                                  for r in sorted(rows, key=lambda r: -abs(r[2] - r[3]))[:10]]}
     text = json.dumps(res, indent=1)
     if a.out:
