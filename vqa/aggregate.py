@@ -25,6 +25,9 @@ Policy, in one place:
   segment needs the decision's min_segment_frames frames, so a single odd frame reports
   nothing (and costs nothing). Segments of one type less than the decision's merge_gap_s apart
   are one stretch to a reader and are merged, and none has zero width.
+
+Long because the policy is in one place: the decision block that holds its numbers, and every
+step from a frame's outputs to the score, the category and the segments.
 """
 from __future__ import annotations
 

@@ -34,6 +34,9 @@ The rules, fixed before any test clip was scored:
   by at most half its targets (mean 0.25, max 1.0 points; held-out gaps ran 1.5 times
   validation's) and no target is worse than with the step (SRCC and within-one-class by at
   most 0.005; the counts and shares not at all). None such: the smallest maximum, said so.
+
+Long because the steps belong together: each reads the same clips through the same rules and
+labels, so a threshold, a penalty and a target are measured alike.
 """
 from __future__ import annotations
 
