@@ -349,7 +349,7 @@ def main() -> None:
         manifest["sha256"][key] = sha256(folder / manifest["files"][key])
     (folder / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if fit is not None:
-        record = {"command": " ".join(sys.argv), "from_int8": str(a.from_int8) if a.from_int8 else None,
+        record = {"command": "python " + " ".join(sys.argv), "from_int8": str(a.from_int8) if a.from_int8 else None,
                   "views": {"mix": len(views), "edge": len(checked) - len(views)}, "band_logits": BIAS_BAND,
                   "min_views": BIAS_MIN_VIEWS, "heads": list(BIAS_HEADS), "fit": fit,
                   "sha256": {k: manifest["sha256"][k] for k in ("openvino_int8_xml", "openvino_int8_bin")}}
