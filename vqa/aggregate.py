@@ -7,6 +7,13 @@ Policy, in one place:
   segment loses points by its mean luma, a frozen frame loses a constant, and a black frame is
   worth a constant. A frame covered by several loses the largest one. Blur, noise, compression
   and low resolution already lower the network's score, so they cost nothing more.
+- The dark and overexposed penalties are continuous in the heads' probabilities: a frame pays
+  its curve's points times its weight, which rises from 0 to 1 across the decision's
+  ``penalty_ramp`` (logits, centred on the head's threshold), and a frame's weight within a
+  segment is the best, over the min_segment_frames-long windows that hold it, of the window's
+  weakest frame (with 0/1 weights, exactly the segment rule). With a step, a head crossing its
+  threshold on one frame cost that frame, and a neighbour it completed a segment with, the whole
+  curve (about 40 points each): INT8 moved a dark clip by 3.4 points so. The reports keep the step.
 - score: the mean of the frames' qualities (VMAF pools frames by their mean too), clamped to
   0..100 and reported to one decimal. The cost of a defect is then in proportion to the share
   of the sampled frames it spoils: a clip dark for a tenth of its length loses a tenth of what
@@ -18,6 +25,9 @@ Policy, in one place:
   segment needs the decision's min_segment_frames frames, so a single odd frame reports
   nothing (and costs nothing). Segments of one type less than the decision's merge_gap_s apart
   are one stretch to a reader and are merged, and none has zero width.
+
+Long because the policy is in one place: the decision block that holds its numbers, and every
+step from a frame's outputs to the score, the category and the segments.
 """
 from __future__ import annotations
 
@@ -102,6 +112,9 @@ class Decision:
       most this is dark whatever the head says (a dim scene with a few bright lights has a
       median far under its mean); ``over_luma_p98``, ``over_luma_mean``: the least with which the
       overexposed head may (either bound suffices).
+    - ``penalty_ramp``: the width, in logits centred on the dark and overexposed heads'
+      thresholds, over which a frame's penalty rises from none to all (0: a step at the
+      threshold, as the reports use).
     """
 
     defect_probability: dict[str, float]
@@ -119,6 +132,7 @@ class Decision:
     dark_luma_p50_alone: float | None
     over_luma_p98: float
     over_luma_mean: float
+    penalty_ramp: float = 0.0
 
     @classmethod
     def from_manifest(cls, block: dict) -> Decision:
@@ -144,7 +158,10 @@ class Decision:
             dark_luma_p50_alone=None if block["dark"].get("luma_p50_alone") is None
             else float(block["dark"]["luma_p50_alone"]),
             over_luma_p98=float(block["overexposed"]["luma_p98_min"]),
-            over_luma_mean=float(block["overexposed"]["luma_mean_min"]))
+            over_luma_mean=float(block["overexposed"]["luma_mean_min"]),
+            penalty_ramp=float(block.get("penalty_ramp", 0.0)))
+        if not 0 <= decision.penalty_ramp < np.inf:
+            raise ValueError("penalty_ramp is a width in logits: 0 or more")
         bounds = [b for b, _ in decision.category_thresholds]
         if bounds != sorted(bounds, reverse=True) or any(not 0 <= b <= 100 for b in bounds):
             raise ValueError("category_thresholds must descend within 0..100")
@@ -165,6 +182,8 @@ class Decision:
                      # written only when set: a manifest without the rule round-trips unchanged
                      **({} if self.dark_luma_p50_alone is None else {"luma_p50_alone": self.dark_luma_p50_alone})},
             "overexposed": {"luma_p98_min": self.over_luma_p98, "luma_mean_min": self.over_luma_mean},
+            # written only when set: a manifest without it (a step, model 4.0.0) round-trips unchanged
+            **({"penalty_ramp": self.penalty_ramp} if self.penalty_ramp else {}),
         }
 
 
@@ -242,6 +261,27 @@ def _stretches(flags: np.ndarray, min_frames: int) -> list[tuple[int, int]]:
 def _segments(stretches: list[tuple[int, int]], values: np.ndarray, spans: list[tuple[float, float]],
               kind: str) -> list[Defect]:
     return [Defect(kind, float(np.clip(values[i:j + 1].mean(), 0, 1)), spans[i][0], spans[j][1]) for i, j in stretches]
+
+
+def _weight(logits: np.ndarray, probability: float, ramp: float) -> np.ndarray:
+    """0..1 per frame: how far its logit is past the threshold's, across ``ramp`` logits centred
+    on it; a step at the threshold (inclusive, as the flags) when ``ramp`` is 0."""
+    if ramp <= 0:
+        return (1.0 / (1.0 + np.exp(-logits)) >= probability).astype(np.float64)
+    p = min(max(probability, 1e-9), 1 - 1e-9)
+    return np.clip(0.5 + (logits - np.log(p / (1 - p))) / ramp, 0.0, 1.0)
+
+
+def _soft_covered(weight: np.ndarray, min_frames: int) -> np.ndarray:
+    """``_covered(_stretches(weight > 0.5, min_frames))`` with degrees: a frame's is the best, over
+    the windows of ``min_frames`` frames that hold it, of the window's weakest; with 0/1
+    weights it is the same. Continuous in every weight, so no one frame's flag flips a
+    neighbour's cost."""
+    n = len(weight)
+    k = max(1, min(min_frames, n))
+    windows = np.lib.stride_tricks.sliding_window_view(weight, k).min(axis=1)  # window j: frames j..j+k-1
+    padded = np.concatenate([np.zeros(k - 1), windows, np.zeros(k - 1)])
+    return np.lib.stride_tricks.sliding_window_view(padded, k).max(axis=1)
 
 
 def _covered(stretches: list[tuple[int, int]], n: int) -> np.ndarray:
@@ -353,17 +393,22 @@ def assess(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decis
     min_frames = min(d.min_segment_frames, n)
     defects: list[Defect] = []
     covered: dict[str, np.ndarray] = {}
+    paid: dict[str, np.ndarray] = {}  # dark and overexposed: the share of its curve's points a frame pays
     for k, kind in enumerate(MODEL_DEFECTS):
         # On black frames the picture-defect heads have nothing to judge; black says it all.
         flags = (probs[:, k] >= d.defect_probability[kind]) & allowed.get(kind, np.ones(n, bool))
+        certain = np.zeros(n, bool)  # flagged by luma alone: no head probability to ramp
         if kind == "dark":
-            flags |= mean <= d.dark_luma_alone
+            certain = mean <= d.dark_luma_alone
             if d.dark_luma_p50_alone is not None:
-                flags |= p50 <= d.dark_luma_p50_alone
-        flags &= ~black
+                certain |= p50 <= d.dark_luma_p50_alone
+        flags = (flags | certain) & ~black
         runs = _stretches(flags, min_frames)
         defects += _segments(runs, probs[:, k], spans, kind)
         covered[kind] = _covered(runs, n)
+        if kind in allowed:
+            w = _weight(outputs[:, 1 + k], d.defect_probability[kind], d.penalty_ramp) * allowed[kind]
+            paid[kind] = _soft_covered(np.where(certain, 1.0, w) * ~black, min_frames)
     frozen = frozen_flags(frames, black, plan, d)
     runs = _stretches(frozen, min(d.min_frozen_frames, n))
     defects += _segments(runs, np.ones(n), spans, "frozen")
@@ -377,8 +422,8 @@ def assess(frames: list[FrameResult], plan: SamplePlan, duration_s: float, decis
 
     pen = d.penalties
     loss = np.zeros(n)
-    loss = np.maximum(loss, np.where(covered["dark"], pen.dark(mean), 0.0))
-    loss = np.maximum(loss, np.where(covered["overexposed"], pen.overexposed(mean), 0.0))
+    loss = np.maximum(loss, paid["dark"] * pen.dark(mean))
+    loss = np.maximum(loss, paid["overexposed"] * pen.overexposed(mean))
     loss = np.maximum(loss, np.where(covered["frozen"], pen.frozen_points, 0.0))
     quality = np.clip(network - loss, 0, 100)
     quality = np.where(covered["black"], min(pen.black_frame, 100.0), quality)

@@ -14,7 +14,14 @@ threshold would cost the frame (vqa.aggregate's penalty for it at the view's mea
 those views and exposure clips drawn near the brightness at which those heads decide
 (``edge_views``). ``--refit-head`` refits the dark and overexposed outputs of the head to the
 INT8 features. Neither heads option made a model within 2 points of FP32 on validation
-(docs/history/unshipped-models.md, 2026-12-06). The classifier head
+(docs/history/unshipped-models.md, 2026-12-06). ``--bias-correct`` (with ``--watch heads``)
+moves only the bias of the dark and overexposed outputs, by their mean shift near the
+threshold (``bias_correction``; the rule is fixed there):
+
+    python scripts/model/quantize.py --content .device/p_tv --watch heads \
+        --from-int8 models/vqa-effl0-int8.xml --bias-correct --out CANDIDATE/
+
+The classifier head
 stays FP32 (its output is scaled by 50). The INT8 IR is written beside the FP32 one and added
 to the manifest.
 """
@@ -47,6 +54,12 @@ THRESHOLD_WIDTH = 0.25
 # only the bias moved.
 REFIT_RIDGES = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 EDGE_EXPOSURE = {"dim": ((0.45, 0.8), (1.0, 1.25)), "bright": ((1.2, 2.0), (0.7, 1.0))}
+# Bias correction: a logit's shift (INT8 minus FP32) is its mean over the views whose FP32 logit
+# lies within BIAS_BAND logits of the manifest's threshold, or over all views where fewer than
+# BIAS_MIN_VIEWS do; only BIAS_HEADS have their bias corrected (the others are reported).
+BIAS_BAND = 1.0
+BIAS_MIN_VIEWS = 30
+BIAS_HEADS = ("dark", "overexposed")
 
 
 def train_sizes(content: Path) -> list[tuple[int, int, str]]:
@@ -188,6 +201,46 @@ def refit_head(quantized, fp32, views, weights, decision, core, config, ridges=R
     return _set_head(quantized, w, b), {"held_out_points_moved": report, "ridge": best}
 
 
+def bias_correction(quantized, fp32, views, decision, core, config, heads=BIAS_HEADS):
+    """``quantized`` with the bias of its FP32 classifier head's ``heads`` outputs lowered by the
+    shift the INT8 features give their logits, the standard post-training bias correction.
+
+    The rule, fixed before any validation clip was scored with it: each defect logit's shift is
+    the mean of INT8 minus FP32 over the ``views`` whose FP32 logit lies within BIAS_BAND logits
+    of the manifest's threshold (``decision.defect_probability``), where the head decides, or
+    over all views where fewer than BIAS_MIN_VIEWS lie there; the score's is its mean over all
+    views. Only ``heads`` are corrected; the weights stay. Returns the model and, per output,
+    what was fitted and what is left on the same views."""
+    _, matmul, add = _head(quantized)
+    w = matmul.input(1).get_source_output().get_node().get_data().astype(np.float64)
+    b = add.input(1).get_source_output().get_node().get_data().astype(np.float64).reshape(-1)
+    ref = run(core.compile_model(fp32, "CPU", config), views)
+    diff = run(core.compile_model(quantized, "CPU", config), views) - ref
+    rows, report = {}, {}
+    for k, kind in enumerate(("score", *MODEL_DEFECTS)):
+        entry = {"views_all": len(views), "shift_all_views": float(diff[:, k].mean())}
+        rows[k] = np.ones(len(views), bool)
+        if kind != "score":
+            t = decision.defect_probability[kind]
+            at = float(np.log(t / (1 - t)))
+            near = np.abs(ref[:, k] - at) <= BIAS_BAND
+            rows[k] = near if near.sum() >= BIAS_MIN_VIEWS else rows[k]
+            entry.update(threshold_logit=at, views_near=int(near.sum()), band_used=bool(near.sum() >= BIAS_MIN_VIEWS))
+        d = diff[rows[k], k]
+        entry.update(views=len(d), shift=float(d.mean()), sd=float(d.std()), se=float(d.std() / np.sqrt(len(d))),
+                     corrected=kind in heads)
+        if kind in heads:
+            b[k] -= entry["shift"]
+        report[kind] = entry
+    corrected = _set_head(quantized, w, b)
+    after = run(core.compile_model(corrected, "CPU", config), views) - ref
+    for k, kind in enumerate(("score", *MODEL_DEFECTS)):
+        report[kind].update(residual=float(after[rows[k], k].mean()),
+                            mean_abs_before=float(np.abs(diff[rows[k], k]).mean()),
+                            mean_abs_after=float(np.abs(after[rows[k], k]).mean()))
+    return corrected, report
+
+
 def quantize(nncf, model, views, checked, reference, weights, decision, a):
     """NNCF's quantization of ``model`` with statistics from ``views`` and accuracy control on
     the mean ``points_moved`` over ``checked``."""
@@ -239,9 +292,14 @@ def main() -> None:
                     help="take this INT8 IR instead of quantizing (with --refit-head: refit its head)")
     ap.add_argument("--refit-head", action="store_true",
                     help="refit the FP32 classifier head to the INT8 features (refit_head)")
+    ap.add_argument("--bias-correct", action="store_true",
+                    help="lower the bias of the dark and overexposed outputs by their INT8 shift near the threshold, "
+                         "on the mix and the edge views (bias_correction); its fit goes to bias_correction.json")
     a = ap.parse_args()
     if a.refit_head and a.watch != "heads":
         ap.error("--refit-head fits on the views where the heads decide: add --watch heads")
+    if a.bias_correct and a.watch != "heads":
+        ap.error("--bias-correct fits on the mix and the edge views: add --watch heads")
     manifest = json.loads((a.models / "vqa.json").read_text())
     decision = agg.Decision.from_manifest(manifest["decision"])
     views = calibration_views(a.content, a.clips, a.seed)
@@ -270,6 +328,10 @@ def main() -> None:
     if a.refit_head:
         quantized, report = refit_head(quantized, model, checked, weights, decision, core, config)
         print(f"head refitted: {json.dumps(report)}", flush=True)
+    fit = None
+    if a.bias_correct:
+        quantized, fit = bias_correction(quantized, model, checked, decision, core, config)
+        print(f"bias corrected: {json.dumps(fit, indent=1)}", flush=True)
     folder = a.out or a.models
     if a.out:  # a model folder of its own: the manifest and the other files, linked
         folder.mkdir(parents=True, exist_ok=True)
@@ -286,6 +348,12 @@ def main() -> None:
     for key in ("openvino_int8_xml", "openvino_int8_bin"):
         manifest["sha256"][key] = sha256(folder / manifest["files"][key])
     (folder / "vqa.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if fit is not None:
+        record = {"command": "python " + " ".join(sys.argv), "from_int8": str(a.from_int8) if a.from_int8 else None,
+                  "views": {"mix": len(views), "edge": len(checked) - len(views)}, "band_logits": BIAS_BAND,
+                  "min_views": BIAS_MIN_VIEWS, "heads": list(BIAS_HEADS), "fit": fit,
+                  "sha256": {k: manifest["sha256"][k] for k in ("openvino_int8_xml", "openvino_int8_bin")}}
+        (folder / "bias_correction.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {xml}", flush=True)
 
 

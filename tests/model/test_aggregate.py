@@ -626,3 +626,70 @@ def test_touching_segments_of_one_type_merge_and_none_has_zero_width():
     assert blur[0].severity == pytest.approx(0.8)
     (noise,) = of_type(out, "noise")
     assert noise.end_s - noise.start_s == pytest.approx(0.04)
+
+
+# --- a penalty continuous in the heads' probabilities ---------------------------------------
+
+def _logit(p: float) -> float:
+    return float(np.log(p / (1 - p)))
+
+
+@pytest.mark.parametrize("kind", ["dark", "overexposed"])
+def test_a_head_crossing_its_threshold_on_one_frame_moves_the_score_a_little(kind):
+    # 10 frames scored 95, frame 4 surely flagged, frame 5 at the threshold -/+ 0.005: the step
+    # made frames 4 and 5 a segment at once (two frames' full penalty, 8 points for dark); the
+    # ramp moves their cost by the logit's move over the ramp's width.
+    t = DECISION.defect_probability[kind]
+    st = [stats(thumb_seed=i, **EXPOSURE[kind]) for i in range(10)]
+    plan = one_run_plan(10, 10 / FPS)
+
+    def score(p: float, decision: agg.Decision = DECISION) -> float:
+        rows = [outputs(95.0) for _ in range(10)]
+        rows[4][1 + MODEL_DEFECTS.index(kind)] = LOUD
+        rows[5][1 + MODEL_DEFECTS.index(kind)] = _logit(p)
+        return aggregate(frames_in_one_run(rows, st), plan, 10 / FPS, decision)[0]
+
+    lost = float(getattr(PEN, kind)(np.array([EXPOSURE[kind]["luma"]]))[0])
+    step = dataclasses.replace(DECISION, penalty_ramp=0.0)
+    assert score(t - 0.005, step) - score(t + 0.005, step) == pytest.approx(2 * lost / 10, abs=0.1)
+    assert DECISION.penalty_ramp > 0, "the shipped rule ramps"
+    moved = (_logit(t + 0.005) - _logit(t - 0.005)) / DECISION.penalty_ramp
+    assert abs(score(t - 0.005) - score(t + 0.005)) <= 2 * min(1.0, moved) * lost / 10 + 0.1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_with_sure_weights_the_soft_cover_is_the_segment_rule(seed):
+    rng = np.random.default_rng(seed)
+    flags = rng.random(int(rng.integers(1, 30))) < 0.6
+    for k in (1, 2, 3):
+        k = min(k, len(flags))
+        hard = agg._covered(agg._stretches(flags, k), len(flags))
+        assert np.array_equal(agg._soft_covered(flags.astype(float), k), hard.astype(float))
+
+
+def test_the_soft_cover_is_the_best_window_of_its_weakest_frame():
+    w = np.array([0.0, 0.9, 0.3, 0.6, 1.0, 0.0])
+    assert agg._soft_covered(w, 2) == pytest.approx([0.0, 0.3, 0.3, 0.6, 0.6, 0.0])
+
+
+def test_reports_keep_the_step_whatever_the_ramp():
+    # A frame just under the dark threshold pays part of its penalty but reports nothing.
+    t = DECISION.defect_probability["dark"]
+    st = [stats(thumb_seed=i, **EXPOSURE["dark"]) for i in range(10)]
+    rows = [outputs(95.0, dark=_logit(t - 0.001)) for _ in range(10)]
+    score, _, defects = aggregate(frames_in_one_run(rows, st), one_run_plan(10, 10 / FPS), 10 / FPS)
+    assert defects == [] and score < 95.0
+
+
+@pytest.mark.parametrize("ramp", [-0.5, float("inf"), float("nan")])
+def test_a_manifest_with_a_bad_ramp_is_refused(ramp):
+    bad = {**DECISION.to_manifest(), "penalty_ramp": ramp}
+    with pytest.raises(ValueError):
+        agg.Decision.from_manifest(bad)
+
+
+def test_a_manifest_without_a_ramp_steps():
+    block = DECISION.to_manifest()
+    block.pop("penalty_ramp", None)
+    decision = agg.Decision.from_manifest(block)
+    assert decision.penalty_ramp == 0.0 and decision.to_manifest() == block
