@@ -240,7 +240,9 @@ def model_table() -> str:
 
 # decide.py measure's output; its first decision is the shipped one, the others are compared on
 # test. Beside it: int8.json (decide.py compare --other int8) and resolution.json (evaluate.py local).
-JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05" / "targets.json"
+# The GPU's rows were measured on the GPU machine under 4.0.0's decisions (JUDGEMENT_GPU).
+JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-06-ramp" / "targets.json"
+JUDGEMENT_GPU = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05"
 
 
 def _low_light(t: dict, whole_folder: bool) -> str:
@@ -288,9 +290,9 @@ def judgement_table() -> str:
                  *(f"{int8[s]['mean_abs_score_diff']:.2f} / {int8[s]['max_abs_score_diff']:.1f}" if s in int8 else ""
                    for s in ("validation", "test")), *blank])
     for other in ("cuda-fp16", "cuda-fp32"):  # on the GPU machine, part of the test clips
-        gpu = json.loads((JUDGEMENT.parent / f"{other}.json").read_text())["test"]
+        gpu = json.loads((JUDGEMENT_GPU / f"{other}.json").read_text())["test"]
         rows.append([f"`{other.replace('-', ':')}` against the CPU (openvino:fp32), mean / max points, "
-                     f"same category ({gpu['clips']} test clips)", "", "",
+                     f"same category ({gpu['clips']} test clips, 4.0.0's decisions)", "", "",
                      f"{gpu['mean_abs_score_diff']:.2f} / {gpu['max_abs_score_diff']:.1f}, "
                      f"{100 * gpu['same_category']:.1f}%", *blank])
     spread = json.loads((JUDGEMENT.parent / "resolution.json").read_text())["resolution"]
