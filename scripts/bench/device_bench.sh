@@ -349,6 +349,12 @@ profile() {  # issue 34: where the GPU engine's time goes
   gpu_here || { echo "== SKIPPED profile: no CUDA device here"; return 0; }
   clips
   step engine_profile 60 300 "$PY" scripts/bench/gpu_engine_profile.py /tmp/vqa_f --out "$OUT/gpu_engine_profile.json"
+  if [ -f .device_bench/nvdec_ceiling.py ]; then  # the NVDEC ceiling of this start, beside it
+    step ceiling_all 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_all.json" \
+      simple,32,all,native,96
+    step ceiling_plan 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_plan.json" \
+      simple,32,plan,native,1280
+  fi
 }
 
 speed() {  # issues 18 and 20 after a worker-side change: CPU and GPU paths, int8, 15 vs 16 cuda workers
