@@ -166,9 +166,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--whole", default=None, metavar="SxP,...",
+                    help="only these rows of the whole folder (sessions x processes, default plan), nothing else")
     a = ap.parse_args()
     paths = sorted(str(p) for p in a.folder.iterdir() if p.suffix == ".mp4")
     result: dict = {"command": " ".join(["python scripts/bench/gpu_engine_profile.py", *sys.argv[1:]])}
+    if a.whole:
+        result["whole"] = []
+        for row in a.whole.split(","):
+            sessions, processes = (int(x) for x in row.split("x"))
+            result["whole"].append(whole(paths, sessions, processes))
+            print(json.dumps(result["whole"][-1]), flush=True)
+            a.out.write_text(json.dumps(result, indent=1) + "\n")
+        return 0
     result["one_session"] = profiled_session(paths[:40])
     print(result["one_session"]["ms_per_video"], flush=True)
     result["pyav_videos_per_s"] = {f"{what}@{t}": pyav_threads(paths[:32], t, what)
