@@ -418,10 +418,20 @@ GPU_ENGINE_ROWS = {  # the folder study's labels -> what a user names
     "openvino:fp32+pyav": "CPU path: `openvino:fp32`",
     "openvino:fp32+nvdec": "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
     "cuda:fp16+pyav": "GPU path of before: `cuda:fp16`, CPU decode workers",
-    "cuda:fp16+nvdec": "GPU engine, 1 process: `cuda:fp16 --decoder nvdec --gpu-processes 1`",
-    "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
+    "cuda:fp16+nvdec": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
+    "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `--gpu-processes 4` (the same, named)",
     "cuda:fp16+nvdec:8": "GPU engine, 8 processes: `--gpu-processes 8`",
 }
+
+
+def _processes(row: Any) -> set[int]:
+    """The GPU engine's process counts a result row ran with (its runs' ``gpu_processes``)."""
+    if isinstance(row, dict):
+        here = {row["gpu_processes"]} if "gpu_processes" in row and "seconds" in row else set()
+        return here.union(*(_processes(v) for v in row.values()))
+    if isinstance(row, list):
+        return set().union(*(_processes(v) for v in row))
+    return set()
 
 
 def gpu_engine_table() -> str:
@@ -432,6 +442,9 @@ def gpu_engine_table() -> str:
     for label, name in GPU_ENGINE_ROWS.items():
         cells = [name]
         for plan, study in plans.items():
+            if "nvdec" in label and label.startswith("cuda") and f"{min(_processes(study['by_backend'][label]))} " \
+                    "processes" not in name:  # the label says what ran, as the result file has it
+                raise SystemExit(f"{label}: ran in {_processes(study['by_backend'][label])} processes, not as '{name}'")
             s = study["by_backend"][label]["sampling"][plan]
             ref = study["by_backend"][base]["sampling"][plan]
             cells.append(link(f"{GPU_ENGINE}/native_{plan}.json", f"{s['videos_per_min']:.0f} "
