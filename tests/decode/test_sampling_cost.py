@@ -171,3 +171,32 @@ def test_reading_on_after_a_drain_gives_the_frames_reading_on_gives(gop_2s, fram
     # The frames passed over to get back are not grabbed (here the count is the same; where
     # frames before a run are dropped unseen (skip_frame), it may differ by those dropped).
     assert counts == reference_counts
+
+
+# Keyframe times through the container's index (the NVDEC readers' way): the scan's, exactly.
+INDEX_CASES = {  # name: (suffix, codec, encoder options)
+    "x264_pyramid": (".mp4", "libx264", {"g": "12", "bf": "3", "b-pyramid": "normal", "sc_threshold": "0"}),
+    "x264_open_gop": (".mp4", "libx264", {"g": "12", "bf": "3", "x264-params": "open-gop=1:keyint=12"}),
+    "x265_open_gop": (".mov", "libx265", {"x265-params": "keyint=12:bframes=3:open-gop=1:log-level=none"}),
+    "mpeg4_bframes": (".mp4", "mpeg4", {"g": "12", "bf": "2"}),
+    "x264_mkv": (".mkv", "libx264", {"g": "12", "bf": "3"}),
+    "x264_ts": (".ts", "libx264", {"g": "12", "bf": "3"}),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_CASES))
+def test_keyframes_from_the_index_are_the_scans(name, tmp_path, monkeypatch):
+    from vqa.decode import pyav as pyav_reader
+
+    suffix, codec, options = INDEX_CASES[name]
+    path = str(tmp_path / f"{name}{suffix}")
+    write_clip(path, textured_frames(60, 48, 64), fps=FPS, codec=codec, options=options)
+    with PyAVReader(path) as reader:
+        scanned, scanned_pos = reader.keyframe_times(10_000), dict(reader._keyframe_pos)
+        monkeypatch.setattr(PyAVReader, "KEYFRAMES_FROM_INDEX", True)
+        indexed = reader.keyframe_times(10_000)
+        assert (indexed, reader._keyframe_pos) == (scanned, scanned_pos) and len(scanned) >= 4
+    with pyav_reader.open_container(path, max_pixels=1 << 30, headers_only=True) as container:
+        used = pyav_reader._indexed_keyframes(container, pyav_reader._video_stream(container), 10_000)
+    # MP4 and MOV index every frame; Matroska's cues and MPEG-TS do not, and are scanned
+    assert (used is not None) == (suffix in (".mp4", ".mov"))

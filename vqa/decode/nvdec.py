@@ -61,6 +61,7 @@ class NvdecReader(PyAVReader):
     _bsf: BitStreamFilterContext | None = None
     _fed = False  # packets went in since the decoder was made: a seek must start a new one
     _probes = False  # FFmpeg decodes the first picture only, unless the video falls back
+    KEYFRAMES_FROM_INDEX = True  # a few packets, not every one: the GPU engine's threads share one lock
 
     def _open(self) -> VideoInfo:
         info = super()._open()  # PyAV: the checks, the length, the first picture (on the CPU)

@@ -20,6 +20,7 @@ import collections
 import heapq
 import math
 import os
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import ClassVar
 
@@ -101,6 +102,50 @@ def video_streams(container: av.container.InputContainer) -> list[VideoStream]:
     return [s for s in container.streams.video if not int(s.disposition) & ATTACHED_PIC]
 
 
+_Keyframe = tuple[int, Fraction, int | None]  # a keyframe packet's pts, time base and byte position
+
+
+def _keyframe_packets(packets: Iterator[av.Packet], max_packets: int) -> list[_Keyframe] | None:
+    """The keyframe packets among ``packets``; None past ``max_packets`` packets."""
+    out: list[_Keyframe] = []
+    for n, p in enumerate(packets):
+        if n >= max_packets:
+            return None
+        if p.is_keyframe and p.pts is not None and p.time_base is not None:
+            out.append((p.pts, p.time_base, p.pos))
+    return out
+
+
+def _indexed_keyframes(container: av.container.InputContainer, stream: VideoStream,
+                       max_packets: int) -> list[_Keyframe] | None:
+    """The keyframe packets of a stream whose index lists every frame (MP4 and MOV build it from
+    the file's tables), each read after a seek to it: a few packets, not all. The index holds
+    decode times and the seek takes presentation times, so each seek adds the first packet's
+    offset between the two (x264's and most encoders' keyframes share it). None where the index
+    is partial (Matroska's cues; MPEG-TS has none) or a packet disagrees with its entry: then
+    every packet is read instead."""
+    entries = stream.index_entries
+    if not entries or not stream.frames or len(entries) != stream.frames or len(entries) > max_packets:
+        return None
+    if sum(e.is_keyframe for e in entries) * 4 > len(entries):  # all-intra and the like: a seek a packet
+        return None
+    first = next(iter(container.demux(stream)), None)
+    if first is None or first.pts is None or first.dts is None:
+        return None
+    shift = first.pts - first.dts
+    out: list[_Keyframe] = []
+    for entry in entries:
+        if not entry.is_keyframe:
+            continue
+        container.seek(entry.timestamp + shift, backward=True, any_frame=False, stream=stream)
+        p = next(iter(container.demux(stream)), None)
+        if p is None or not p.is_keyframe or p.dts != entry.timestamp or p.pos != entry.pos:
+            return None
+        if p.pts is not None and p.time_base is not None:
+            out.append((p.pts, p.time_base, p.pos))
+    return out
+
+
 def _video_stream(container: av.container.InputContainer) -> VideoStream:
     """The video stream a player plays (``video_streams``); IndexError when there is none.
     Of several, FFmpeg's choice (av_find_best_stream: the default one, then one of more than
@@ -166,26 +211,36 @@ class PyAVReader(VideoReader):
     # cost more CPU than the rest of such a video's reading).
     _probes = True
     _sar: Fraction | None = None  # the pixels' shape, where they are not square
+    # Whether keyframe_times may read the keyframes through the container's index. A scan of
+    # every packet gives up the interpreter's lock at each one, and each time waits to take it
+    # back: the GPU engine's session threads spent more time there than anywhere else. The CPU
+    # path keeps the scan, a small share of a worker's video, as it was measured and recorded.
+    KEYFRAMES_FROM_INDEX: ClassVar[bool] = False
     _keyframes_s: list[float] | None = None  # keyframe_times' scan, for streams with no index
     _keyframe_pos: dict[float, int] = {}  # the byte where each of those keyframes' packets starts
 
     def keyframe_times(self, max_packets: int) -> list[float] | None:
         """Keyframe times from the packets alone, through a second handle so decoding is
-        undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed."""
+        undisturbed; None past ``max_packets`` packets or when the file cannot be demuxed.
+        With ``KEYFRAMES_FROM_INDEX`` and an index of every frame (MP4, MOV), only the
+        keyframes' packets are read (``_indexed_keyframes``); otherwise every packet is."""
         try:
-            with open_container(self.source, max_pixels=self.max_pixels,
-                                 headers_only=True) as container:
-                stream = _video_stream(container)
-                times, pos = [], {}
-                for n, p in enumerate(container.demux(stream)):
-                    if n >= max_packets:
-                        return None
-                    if p.is_keyframe and p.pts is not None:
-                        times.append(float((p.pts - self._start_pts) * p.time_base))
-                        if p.pos is not None and p.pos >= 0:
-                            pos[times[-1]] = p.pos
-                self._keyframes_s, self._keyframe_pos = sorted(times), pos
-                return list(self._keyframes_s)
+            packets = None
+            if self.KEYFRAMES_FROM_INDEX:
+                with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
+                    packets = _indexed_keyframes(container, _video_stream(container), max_packets)
+            if packets is None:
+                with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
+                    packets = _keyframe_packets(container.demux(_video_stream(container)), max_packets)
+            if packets is None:
+                return None
+            times, pos = [], {}
+            for pts, time_base, at in packets:
+                times.append(float((pts - self._start_pts) * time_base))
+                if at is not None and at >= 0:
+                    pos[times[-1]] = at
+            self._keyframes_s, self._keyframe_pos = sorted(times), pos
+            return list(self._keyframes_s)
         except (av.error.FFmpegError, IndexError):
             return None
 
