@@ -227,8 +227,11 @@ class PyAVReader(VideoReader):
         try:
             packets = None
             if self.KEYFRAMES_FROM_INDEX:
-                with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
-                    packets = _indexed_keyframes(container, _video_stream(container), max_packets)
+                try:
+                    with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
+                        packets = _indexed_keyframes(container, _video_stream(container), max_packets)
+                except av.error.FFmpegError:  # a seek the file refuses: the scan decides
+                    packets = None
             if packets is None:
                 with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
                     packets = _keyframe_packets(container.demux(_video_stream(container)), max_packets)
