@@ -171,30 +171,23 @@ def main() -> int:
     a = ap.parse_args()
     paths = sorted(str(p) for p in a.folder.iterdir() if p.suffix == ".mp4")
     result: dict = {"command": " ".join(["python scripts/bench/gpu_engine_profile.py", *sys.argv[1:]])}
-    if a.whole:
-        result["whole"] = []
-        for row in a.whole.split(","):
-            sessions, processes = (int(x) for x in row.split("x"))
-            result["whole"].append(whole(paths, sessions, processes))
-            print(json.dumps(result["whole"][-1]), flush=True)
-            a.out.write_text(json.dumps(result, indent=1) + "\n")
-        return 0
-    result["one_session"] = profiled_session(paths[:40])
-    print(result["one_session"]["ms_per_video"], flush=True)
-    result["pyav_videos_per_s"] = {f"{what}@{t}": pyav_threads(paths[:32], t, what)
-                                   for what in ("open+first", "demux") for t in (1, 16)}
-    print(result["pyav_videos_per_s"], flush=True)
+    rows = ((16, 1, True, "default"), (32, 1, False, "default"), (64, 1, False, "default"), (16, 1, True, "all"),
+            (32, 1, False, "all"), (32, 4, False, "default"))
+    if a.whole:  # the chosen rows alone
+        rows = tuple((*(int(x) for x in row.split("x")), False, "default") for row in a.whole.split(","))
+    else:
+        result["one_session"] = profiled_session(paths[:40])
+        print(result["one_session"]["ms_per_video"], flush=True)
+        result["pyav_videos_per_s"] = {f"{what}@{t}": pyav_threads(paths[:32], t, what)
+                                       for what in ("open+first", "demux") for t in (1, 16)}
+        print(result["pyav_videos_per_s"], flush=True)
     result["whole"] = []
-    for sessions, processes, sample, frames in ((16, 1, True, "default"), (32, 1, False, "default"),
-                                                (64, 1, False, "default"), (16, 1, True, "all"),
-                                                (32, 1, False, "all"), (32, 4, False, "default")):
+    for sessions, processes, sample, frames in rows:
         some = paths if frames == "default" else paths[:30]
         result["whole"].append(whole(some, sessions, processes, sample, frames))
         print(json.dumps(result["whole"][-1]), flush=True)
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
-    a.out.write_text(json.dumps(result, indent=1) + "\n")
+        a.out.write_text(json.dumps(result, indent=1) + "\n")  # each row kept, should the call end early
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

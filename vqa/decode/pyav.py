@@ -116,33 +116,39 @@ def _keyframe_packets(packets: Iterator[av.Packet], max_packets: int) -> list[_K
     return out
 
 
-def _indexed_keyframes(container: av.container.InputContainer, stream: VideoStream,
-                       max_packets: int) -> list[_Keyframe] | None:
-    """The keyframe packets of a stream whose index lists every frame (MP4 and MOV build it from
-    the file's tables), each read after a seek to it: a few packets, not all. The index holds
-    decode times and the seek takes presentation times, so each seek adds the first packet's
-    offset between the two (x264's and most encoders' keyframes share it). None where the index
-    is partial (Matroska's cues; MPEG-TS has none) or a packet disagrees with its entry: then
-    every packet is read instead."""
+def _indexes_every_frame(stream: VideoStream, max_packets: int) -> bool:
+    """Whether the stream's index lists every frame (MP4 and MOV build it from the file's tables;
+    Matroska's cues are partial, MPEG-TS has none) and keyframes are few enough that a seek to
+    each costs less than reading every packet (not all-intra and the like)."""
     entries = stream.index_entries
-    if not entries or not stream.frames or len(entries) != stream.frames or len(entries) > max_packets:
-        return None
-    if sum(e.is_keyframe for e in entries) * 4 > len(entries):  # all-intra and the like: a seek a packet
-        return None
+    return (bool(entries) and len(entries) == stream.frames and len(entries) <= max_packets
+            and sum(e.is_keyframe for e in entries) * 4 <= len(entries))
+
+
+def _indexed_keyframes(container: av.container.InputContainer, stream: VideoStream) -> list[_Keyframe] | None:
+    """The keyframe packets of a stream that ``_indexes_every_frame``, each read after a seek to
+    it: a few packets, not all. The index holds decode times and the seek takes presentation
+    times, so each seek adds the first packet's offset between the two (x264's and most
+    encoders' keyframes share it). None where a packet disagrees with its entry, or a seek
+    fails: the container is then somewhere past its start."""
+    entries = stream.index_entries
     first = next(iter(container.demux(stream)), None)
     if first is None or first.pts is None or first.dts is None:
         return None
     shift = first.pts - first.dts
     out: list[_Keyframe] = []
-    for entry in entries:
-        if not entry.is_keyframe:
-            continue
-        container.seek(entry.timestamp + shift, backward=True, any_frame=False, stream=stream)
-        p = next(iter(container.demux(stream)), None)
-        if p is None or not p.is_keyframe or p.dts != entry.timestamp or p.pos != entry.pos:
-            return None
-        if p.pts is not None and p.time_base is not None:
-            out.append((p.pts, p.time_base, p.pos))
+    try:
+        for entry in entries:
+            if not entry.is_keyframe:
+                continue
+            container.seek(entry.timestamp + shift, backward=True, any_frame=False, stream=stream)
+            p = next(iter(container.demux(stream)), None)
+            if p is None or not p.is_keyframe or p.dts != entry.timestamp or p.pos != entry.pos:
+                return None
+            if p.pts is not None and p.time_base is not None:
+                out.append((p.pts, p.time_base, p.pos))
+    except av.error.FFmpegError:  # a seek the file refuses: the scan decides
+        return None
     return out
 
 
@@ -225,14 +231,12 @@ class PyAVReader(VideoReader):
         With ``KEYFRAMES_FROM_INDEX`` and an index of every frame (MP4, MOV), only the
         keyframes' packets are read (``_indexed_keyframes``); otherwise every packet is."""
         try:
-            packets = None
-            if self.KEYFRAMES_FROM_INDEX:
-                try:
-                    with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
-                        packets = _indexed_keyframes(container, _video_stream(container), max_packets)
-                except av.error.FFmpegError:  # a seek the file refuses: the scan decides
-                    packets = None
-            if packets is None:
+            with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
+                stream = _video_stream(container)
+                indexed = self.KEYFRAMES_FROM_INDEX and _indexes_every_frame(stream, max_packets)
+                packets = _indexed_keyframes(container, stream) if indexed else \
+                    _keyframe_packets(container.demux(stream), max_packets)
+            if packets is None and indexed:  # the index let us down past the start: scan a fresh handle
                 with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
                     packets = _keyframe_packets(container.demux(_video_stream(container)), max_packets)
             if packets is None:
