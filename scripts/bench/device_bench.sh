@@ -36,10 +36,12 @@
 #     profile where the GPU engine's time goes (scripts/bench/gpu_engine_profile.py on the default plan's
 #             120 clips): one session under cProfile, PyAV in threads, sessions x processes with the GPU's
 #             and NVDEC's utilisation, the session threads sampled: gpu_engine_profile.json
+#             (PROFILE_WHOLE="SxP,...": only those sessions x processes rows)
 #     streams OpenVINO streams and thread pinning (scripts/bench/ov_streams.py): views/s, then the default
 #             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
-#             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120)
+#             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120);
+#             AB_BACKEND and AB_DECODER (e.g. nvdec: the GPU engine) choose the row
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
 # run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
@@ -348,7 +350,8 @@ profile() {  # issue 34: where the GPU engine's time goes
   "$PY" -c "import av, PyNvVideoCodec" 2>/dev/null || { echo "== SKIPPED profile: stage .whl/av and .whl/nv first"; return 0; }
   gpu_here || { echo "== SKIPPED profile: no CUDA device here"; return 0; }
   clips
-  step engine_profile 60 300 "$PY" scripts/bench/gpu_engine_profile.py /tmp/vqa_f --out "$OUT/gpu_engine_profile.json"
+  step engine_profile 60 300 "$PY" scripts/bench/gpu_engine_profile.py /tmp/vqa_f --out "$OUT/gpu_engine_profile.json" \
+    ${PROFILE_WHOLE:+--whole "$PROFILE_WHOLE"}
   if [ -f .device_bench/nvdec_ceiling.py ]; then  # the NVDEC ceiling of this start, beside it
     step ceiling_all 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_all.json" \
       simple,32,all,native,96
@@ -589,7 +592,8 @@ ab() {  # this checkout against an older commit's code (.device_bench/old_code.t
         [ "$which" = old ] && dir=/tmp/old_code
         step "ab_${which}_${plan}_$r" 20 90 sh -c 'cd "$1" && shift && exec "$@" > "$0"' \
           "$OUT/ab_${which}_${plan}_$r.json" "$dir" env PYTHONPATH="$SITE:$dir" "$PY" -m vqa.cli bench "$folder" \
-          --study folder --json --frames "$plan" --no-sweep --rounds 1 --backend "$backend"
+          --study folder --json --frames "$plan" --no-sweep --rounds 1 --backend "$backend" \
+          ${AB_DECODER:+--decoder "$AB_DECODER"}
       done
     done
   done
