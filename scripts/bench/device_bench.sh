@@ -41,7 +41,8 @@
 #             plan (120 clips) per variant in turns: streams_grid.json, streams_folder.json
 #     ab      this code against commit AB_OLD (packed with `AB_OLD=COMMIT ... pack`) in turns, each
 #             in its own `vqa bench` process: cuda fp16 every frame (30 clips) and default plan (120);
-#             AB_BACKEND and AB_DECODER (e.g. nvdec: the GPU engine) choose the row
+#             AB_BACKEND and AB_DECODER (e.g. nvdec: the GPU engine) choose the row; `AB_MID=COMMIT ... pack`
+#             adds a third code, run between the two in each turn
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
 # run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
@@ -109,9 +110,12 @@ pack() {
   fi
   (cd "$here" && git archive HEAD vqa tests scripts pyproject.toml setup.cfg) | xz -6 > "$main/.device_bench/code.tar.xz"
   (cd "$here" && git rev-parse HEAD) > "$main/.device_bench/COMMIT"
-  rm -f "$main/.device_bench/old_code.tar.xz"
+  rm -f "$main/.device_bench/old_code.tar.xz" "$main/.device_bench/mid_code.tar.xz"
   if [ -n "${AB_OLD:-}" ]; then  # the code the ab phase measures against
     (cd "$here" && git archive "$AB_OLD" vqa scripts) | xz -6 > "$main/.device_bench/old_code.tar.xz"
+  fi
+  if [ -n "${AB_MID:-}" ]; then  # a third, measured between the two
+    (cd "$here" && git archive "$AB_MID" vqa scripts) | xz -6 > "$main/.device_bench/mid_code.tar.xz"
   fi
   cp "$here/scripts/bench/device_bench.sh" "$main/.device_bench/device_bench.sh"
   local tree
@@ -536,6 +540,11 @@ old_code() {  # AB_OLD's code (from `pack`) into /tmp/old_code, with this checko
   [ -f .device_bench/old_code.tar.xz ] || { echo "== SKIPPED $1: no .device_bench/old_code.tar.xz"; return 1; }
   rm -rf /tmp/old_code && mkdir -p /tmp/old_code && tar -xJf .device_bench/old_code.tar.xz -C /tmp/old_code
   ln -s "$PWD/models" /tmp/old_code/models
+  rm -rf /tmp/mid_code
+  if [ -f .device_bench/mid_code.tar.xz ]; then  # AB_MID's, where packed
+    mkdir -p /tmp/mid_code && tar -xJf .device_bench/mid_code.tar.xz -C /tmp/mid_code
+    ln -s "$PWD/models" /tmp/mid_code/models
+  fi
 }
 
 rows() {  # issue 20: ring rows to the GPU, this code (the ring pinned, copies beside the replays,
@@ -585,11 +594,12 @@ ab() {  # this checkout against an older commit's code (.device_bench/old_code.t
   for r in $(seq 1 "${AB_ROUNDS:-2}"); do
     for plan in all default; do
       folder=/tmp/vqa_f; [ "$plan" = all ] && folder=/tmp/vqa_f$N_CLIPS_ALL
-      for which in old new; do
+      for which in old mid new; do
+        [ "$which" = mid ] && [ ! -d /tmp/mid_code ] && continue
         # Each from its own folder: `python -m` puts the working folder first on sys.path, so
         # run from here the old code's PYTHONPATH would import this checkout's vqa (it did once).
         local dir=$PWD
-        [ "$which" = old ] && dir=/tmp/old_code
+        [ "$which" != new ] && dir=/tmp/${which}_code
         step "ab_${which}_${plan}_$r" 20 90 sh -c 'cd "$1" && shift && exec "$@" > "$0"' \
           "$OUT/ab_${which}_${plan}_$r.json" "$dir" env PYTHONPATH="$SITE:$dir" "$PY" -m vqa.cli bench "$folder" \
           --study folder --json --frames "$plan" --no-sweep --rounds 1 --backend "$backend" \
@@ -609,11 +619,13 @@ for p in sorted(out.glob("ab_*_*_*.json")):
     except Exception as e:
         print(p.name, "unreadable", e)
 for plan in ("all", "default"):
-    old, new = rows.get((plan, "old"), []), rows.get((plan, "new"), [])
-    if old and new:
-        print(f"ab {plan}: old {old} new {new}; new/old by round "
-              f"{[round(n[0] / o[0], 3) for o, n in zip(old, new)]}, of medians "
-              f"{statistics.median(v for v, _ in new) / statistics.median(v for v, _ in old):.3f}")
+    old = rows.get((plan, "old"), [])
+    for which in ("mid", "new"):
+        new = rows.get((plan, which), [])
+        if old and new:
+            print(f"ab {plan}: old {old} {which} {new}; {which}/old by round "
+                  f"{[round(n[0] / o[0], 3) for o, n in zip(old, new)]}, of medians "
+                  f"{statistics.median(v for v, _ in new) / statistics.median(v for v, _ in old):.3f}")
 PYEOF
 }
 
