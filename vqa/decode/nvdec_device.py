@@ -57,10 +57,13 @@ class _Picture:
 
 class Session:
     """One thread's NVDEC decoders (one per codec), kept from video to video; ``device``: where
-    pictures go (CPU tensors with the stand-in decoder of the tests)."""
+    pictures go (CPU tensors with the stand-in decoder of the tests). ``stream``: the CUDA stream
+    NVDEC writes its pictures on and ours are copied out on, apart from the network's, so that
+    waiting for a copy (before the decoder reuses its buffer) does not wait for the network."""
 
     def __init__(self, device: torch.device | str = "cuda"):
         self.device = torch.device(device)
+        self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self._decoders: dict[str, Any] = {}
 
     def decoder(self, codec: str) -> Any:
@@ -69,12 +72,22 @@ class Session:
             return found
         with _CREATE:
             made = nvc.CreateDecoder(gpuid=0, codec=getattr(nvc.cudaVideoCodec, CODECS[codec][0]), cudacontext=0,
-                                     cudastream=0, usedevicememory=self.device.type == "cuda")
+                                     cudastream=0 if self.stream is None else self.stream.cuda_stream,
+                                     usedevicememory=self.device.type == "cuda")
         return made
 
     def give_back(self, codec: str, decoder: Any) -> None:
         """A decoder emptied by the end of a stream, for the next video of this codec."""
         self._decoders[codec] = decoder
+
+
+class _CudaArray:
+    """NVDEC's picture buffer as torch takes it through the CUDA array interface: a view, as
+    DLPack's, without an export and a release for every picture."""
+
+    def __init__(self, pointer: int, shape: tuple[int, ...]):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "data": (pointer, False),
+                                         "version": 3, "strides": None}
 
 
 class NvdecDeviceReader(NvdecReader):
@@ -101,6 +114,7 @@ class NvdecDeviceReader(NvdecReader):
 
     def _new_decoder(self) -> Any:
         self._fed = False
+        self._layout: tuple[tuple[int, ...], int] | bool | None = None  # see _surface
         return self._session.decoder(self._stream.codec_context.name)
 
     def _start(self) -> str | None:
@@ -133,9 +147,12 @@ class NvdecDeviceReader(NvdecReader):
 
     def _to_frame(self, picture: Any) -> _Picture:  # type: ignore[override]
         h, w = self._shape
-        device = self._session.device
-        if device.type == "cuda":  # copied on the session's stream; _nv_decode waits for it
-            nv12 = _packed(torch.from_dlpack(picture), h, w)
+        stream = self._session.stream
+        if stream is not None:  # copied on the session's NVDEC stream; _nv_decode waits for it
+            network = torch.cuda.current_stream(self._session.device)
+            with torch.cuda.stream(stream):
+                nv12 = _packed(self._surface(picture), h, w)
+            nv12.record_stream(network)  # read there: its memory is not reused before
         else:  # the stand-in decoder of the tests: host memory
             import ctypes
             size = w * h * 3 // 2
@@ -146,12 +163,28 @@ class NvdecDeviceReader(NvdecReader):
         pts = int(picture.getPTS())
         return _Picture(None if pts == NO_PTS or pts >= 1 << 63 else pts, nv12)
 
+    def _surface(self, picture: Any) -> torch.Tensor:
+        """NVDEC's buffer holding ``picture``, viewed in place. The first picture of a decoder goes
+        through DLPack, which tells the buffer's layout; the later ones of the same size through
+        the CUDA array interface with that layout (DLPack again if the size or pointer disagree)."""
+        layout = self._layout
+        if isinstance(layout, tuple):
+            shape, size = layout
+            if picture.framesize() == size:
+                return torch.as_tensor(_CudaArray(picture.GetPtrToPlane(0), shape), device=self._session.device)
+            return torch.from_dlpack(picture)
+        surface = torch.from_dlpack(picture)
+        if layout is None:  # learnt once; False: DLPack for every picture
+            same = surface.is_contiguous() and surface.data_ptr() == picture.GetPtrToPlane(0)
+            self._layout = (tuple(surface.shape), picture.framesize()) if same else False
+        return surface
+
     def _nv_decode(self, packet: av.Packet | None) -> list[av.VideoFrame]:
         pictures = super()._nv_decode(packet)
-        if pictures and self._session.device.type == "cuda":
+        if pictures and self._session.stream is not None:
             # NVDEC writes its next pictures into the buffers just copied: the copies must be
             # done before the decoder is called again (one wait a packet, the GIL let go).
-            torch.cuda.current_stream(self._session.device).synchronize()
+            self._session.stream.synchronize()
         return pictures
 
     def _retrieve(self) -> np.ndarray | torch.Tensor | None:  # type: ignore[override]
