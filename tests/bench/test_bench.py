@@ -195,6 +195,7 @@ def test_folder_study_runs_each_setting_on_each_backend_and_gives_their_ratio(ti
         for r in [*rows["sampling"].values(), *rows["workers"]]:
             assert (r["backend"], r["precision"]) == (name, precision) and r["videos_per_min"] > 0
             assert r["warm_s"] == 0.0  # no CUDA graph buckets to capture on a CPU backend
+            assert r["warm_videos"] == r["workers"]  # each worker met a video before the timed run
     assert result["sampling"] == result["by_backend"]["openvino:fp32"]["sampling"]  # the first backend's rows on top
     ratios = result["over_first"]["openvino:int8 over openvino:fp32"]
     assert set(ratios) == {"frames=default", "workers=1"} and ratios["frames=default"]["best"] > 0
