@@ -39,6 +39,7 @@ def clips(tmp_path_factory):
             ("h264_bt709.mkv", (640, 360), "libx264", {"g": "24", "crf": "30", "colorspace": "bt709"}),
             ("hevc.mkv", (480, 272), "libx265", {"g": "24", "crf": "30", "x265-params": "log-level=none"}),
             ("small.mp4", (160, 96), "libx264", {"g": "24", "crf": "30"}),
+            ("h264_320.mp4", (320, 240), "libx264", {"g": "24", "crf": "30"}),
             ("vp9.webm", (320, 240), "libvpx-vp9", {"g": "24", "crf": "40", "b": "0"})]:
         write_clip(d / name, textured_frames(72, h, w, seed=len(made)), fps=24, codec=codec, options=opts)
         made[name] = d / name
@@ -120,6 +121,20 @@ def test_decoders_are_kept_across_videos(nvdec, clips):
         engine.close()
         inferencer.close()
     assert nvdec.STATS["created"] == 1
+
+
+def test_a_larger_video_gets_a_decoder_of_its_own(nvdec, clips):
+    """NVDEC refuses a stream of larger pictures than a decoder's first: a session given a small
+    video, then a larger one, decodes both (no fallback), and keeps a decoder for each size."""
+    engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
+    try:
+        records = [engine.submit(str(clips[n])).result(timeout=120) for n in ("h264_320.mp4", "h264.mp4", "h264_320.mp4")]
+    finally:
+        engine.close()
+        inferencer.close()
+    for r in records:
+        assert r.status == "ok" and not r.warnings, (r.path, r.warnings)
+    assert nvdec.STATS["created"] == 2  # one a size; the small one kept for the third video
 
 
 def test_a_decoder_that_failed_is_not_kept(nvdec, clips):

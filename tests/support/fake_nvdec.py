@@ -5,7 +5,9 @@ to the reader: it parses Annex B packets (FFmpeg's software decoder does the dec
 out NV12 pictures in host memory by address, with the timestamp of the packet that carried
 them, holds pictures back until later packets or the end of the stream, and reuses its
 picture buffers on the next call, so a reader that does not copy at once reads garbage. After
-the end of a stream (an empty packet) it decodes a new one, as the device tests check NVDEC does.
+the end of a stream (an empty packet) it decodes a new one, as the device tests check NVDEC does,
+but not one of larger pictures than its first: NVDEC sizes a decoder's surfaces for the first
+stream it decodes (its maxwidth and maxheight, unless given) and refuses to grow them.
 
 ``install()`` puts it in ``sys.modules`` as ``PyNvVideoCodec``; ``FAULTS`` switches on the
 failures the tests need.
@@ -66,6 +68,7 @@ class _Decoder:
     def __init__(self, codec: str) -> None:
         self._ctx = av.CodecContext.create(codec, "r")
         self._held: list[np.ndarray] = []
+        self._max: tuple[int, int] | None = None  # the first stream's picture size
 
     def Decode(self, packet: PacketData) -> list[_Picture]:  # noqa: N802
         for buf in self._held:  # NVDEC's surfaces are reused: what was not copied is gone
@@ -81,6 +84,10 @@ class _Decoder:
             STATS["drained"] += 1
             frames = self._ctx.decode(None)
             self._ctx.flush_buffers()
+        for f in frames:
+            self._max = self._max or (f.width, f.height)
+            if f.width > self._max[0] or f.height > self._max[1]:
+                raise RuntimeError("fake NVDEC: Reconfigure Not supported when width/height > maxwidth/maxheight")
         self._held = [_nv12(f) for f in frames]
         return [_Picture(buf, f.pts) for buf, f in zip(self._held, frames)]
 

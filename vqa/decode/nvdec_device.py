@@ -56,18 +56,24 @@ class _Picture:
 
 
 class Session:
-    """One thread's NVDEC decoders (one per codec), kept from video to video; ``device``: where
-    pictures go (CPU tensors with the stand-in decoder of the tests). ``stream``: the CUDA stream
-    NVDEC writes its pictures on and ours are copied out on, apart from the network's, so that
-    waiting for a copy (before the decoder reuses its buffer) does not wait for the network."""
+    """One thread's NVDEC decoders, kept from video to video; ``device``: where pictures go (CPU
+    tensors with the stand-in decoder of the tests). ``stream``: the CUDA stream NVDEC writes its
+    pictures on and ours are copied out on, apart from the network's, so that waiting for a copy
+    (before the decoder reuses its buffer) does not wait for the network.
+
+    A decoder is kept for its codec and picture size: NVDEC sizes a decoder's surfaces for the
+    first stream it decodes and refuses a larger one later (a 640x360 decoder given a 1280x720
+    video decoded nothing), so a video of another size gets its own."""
+
+    KEEP = 4  # decoders kept a session, the least recently used dropped first
 
     def __init__(self, device: torch.device | str = "cuda"):
         self.device = torch.device(device)
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        self._decoders: dict[str, Any] = {}
+        self._decoders: dict[tuple[str, int, int], Any] = {}  # in order of use
 
-    def decoder(self, codec: str) -> Any:
-        found = self._decoders.pop(codec, None)
+    def decoder(self, codec: str, size: tuple[int, int]) -> Any:
+        found = self._decoders.pop((codec, *size), None)
         if found is not None:
             return found
         with _CREATE:
@@ -76,9 +82,11 @@ class Session:
                                      usedevicememory=self.device.type == "cuda")
         return made
 
-    def give_back(self, codec: str, decoder: Any) -> None:
-        """A decoder emptied by the end of a stream, for the next video of this codec."""
-        self._decoders[codec] = decoder
+    def give_back(self, codec: str, size: tuple[int, int], decoder: Any) -> None:
+        """A decoder emptied by the end of a stream, for the next video of this codec and size."""
+        self._decoders[(codec, *size)] = decoder
+        while len(self._decoders) > self.KEEP:
+            del self._decoders[next(iter(self._decoders))]
 
 
 class _CudaArray:
@@ -115,7 +123,7 @@ class NvdecDeviceReader(NvdecReader):
     def _new_decoder(self) -> Any:
         self._fed = False
         self._layout: tuple[tuple[int, ...], int] | bool | None = None  # see _surface
-        return self._session.decoder(self._stream.codec_context.name)
+        return self._session.decoder(self._stream.codec_context.name, self._shape)
 
     def _start(self) -> str | None:
         first = self._ready[0]
@@ -210,7 +218,7 @@ class NvdecDeviceReader(NvdecReader):
         try:
             if self._fed:
                 drain(decoder)
-            self._session.give_back(self._stream.codec_context.name, decoder)
+            self._session.give_back(self._stream.codec_context.name, self._shape, decoder)
         except MemoryError:
             raise
         except Exception:  # noqa: BLE001 - a decoder that fails to empty is dropped, not kept
