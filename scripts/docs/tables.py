@@ -413,14 +413,15 @@ def h200_table() -> str:
     return table(head, out)
 
 
-GPU_ENGINE = "h100-2026-12-06-gpu-engine-2"
-GPU_ENGINE_ROWS = {  # the folder study's labels -> what a user names
-    "openvino:fp32+pyav": "CPU path: `openvino:fp32`",
-    "openvino:fp32+nvdec": "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
-    "cuda:fp16+pyav": "GPU path of before: `cuda:fp16`, CPU decode workers",
-    "cuda:fp16+nvdec": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
-    "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `--gpu-processes 4` (the same, named)",
-    "cuda:fp16+nvdec:8": "GPU engine, 8 processes: `--gpu-processes 8`",
+GPU_ENGINE = "h100-2026-12-06-engine-3"
+GPU_ENGINE_ROWS = {  # (result file, the folder study's label) -> what a user names
+    ("native", "openvino:fp32+pyav"): "CPU path: `openvino:fp32`",
+    ("native", "openvino:fp32+nvdec"): "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
+    ("native", "cuda:fp16+pyav"): "GPU path of before: `cuda:fp16`, CPU decode workers",
+    ("native", "cuda:fp16+nvdec"): "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
+    ("procs", "cuda:fp16+nvdec"): "the same, in the next run's turns (2 rounds)",
+    ("procs", "cuda:fp16+nvdec:6"): "GPU engine, 6 processes: `--gpu-processes 6` (next run)",
+    ("procs", "cuda:fp16+nvdec:8"): "GPU engine, 8 processes: `--gpu-processes 8` (next run)",
 }
 
 
@@ -435,20 +436,23 @@ def _processes(row: Any) -> set[int]:
 
 
 def gpu_engine_table() -> str:
-    """Issue 34's rows of one H100 start, in turns, with the NVDEC ceiling of the same start."""
-    plans = {plan: load(RESULTS / GPU_ENGINE / f"native_{plan}.json")["folder"] for plan in ("default", "all")}
-    base = "cuda:fp16+pyav"
+    """Issue 34's `vqa bench` rows of one H100 start, in turns, with the NVDEC ceiling of the start."""
+    studies = {(kind, plan): load(RESULTS / GPU_ENGINE / f"{kind}_{plan}.json")["folder"]
+               for kind in ("native", "procs") for plan in ("default", "all")}
+    base = studies[("native", "default")]["by_backend"]["cuda:fp16+pyav"]["sampling"]["default"]["videos_per_min"]
+    base_all = studies[("native", "all")]["by_backend"]["cuda:fp16+pyav"]["sampling"]["all"]["videos_per_min"]
     rows = []
-    for label, name in GPU_ENGINE_ROWS.items():
+    for (kind, label), name in GPU_ENGINE_ROWS.items():
         cells = [name]
-        for plan, study in plans.items():
-            if "nvdec" in label and label.startswith("cuda") and f"{min(_processes(study['by_backend'][label]))} " \
-                    "processes" not in name:  # the label says what ran, as the result file has it
-                raise SystemExit(f"{label}: ran in {_processes(study['by_backend'][label])} processes, not as '{name}'")
-            s = study["by_backend"][label]["sampling"][plan]
-            ref = study["by_backend"][base]["sampling"][plan]
-            cells.append(link(f"{GPU_ENGINE}/native_{plan}.json", f"{s['videos_per_min']:.0f} "
-                              f"({s['videos_per_min_median']:.0f})") + f", {s['videos_per_min'] / ref['videos_per_min']:.2f}x")
+        for plan, ref in (("default", base), ("all", base_all)):
+            study = studies[(kind, plan)]
+            ran = _processes(study["by_backend"][label])
+            if label.startswith("cuda") and "nvdec" in label and "processes" in name and \
+                    f"{min(ran)} processes" not in name:  # the label says what ran, as the result file has it
+                raise SystemExit(f"{label}: ran in {ran} processes, not as '{name}'")
+            r = study["by_backend"][label]["sampling"][plan]
+            cells.append(link(f"{GPU_ENGINE}/{kind}_{plan}.json", f"{r['videos_per_min']:.0f} "
+                              f"({r['videos_per_min_median']:.0f})") + f", {r['videos_per_min'] / ref:.2f}x")
         rows.append(cells)
     every = load(RESULTS / GPU_ENGINE / "ceiling_all.json")["results"][0]
     plan = load(RESULTS / GPU_ENGINE / "ceiling_plan.json")["results"][0]
@@ -460,18 +464,38 @@ def gpu_engine_table() -> str:
                   "every frame, 30 clips"], rows)
 
 
+def gpu_engine_steady() -> str:
+    """The GPU engine once running (gpu_engine_profile.py: the folder scored after a warm-up), by
+    processes and sessions, against the library's own sampler on the same start."""
+    ceiling = load(RESULTS / GPU_ENGINE / "ceiling_plan.json")["results"][0]["videos_per_min"]
+    rows = []
+    for name in ("gpu_engine_profile.json", "gpu_engine_grid.json"):
+        for r in load(RESULTS / GPU_ENGINE / name)["whole"]:
+            if r["frames"] != "default":
+                continue
+            each = r["sessions"] // r["processes"]
+            rows.append((r["processes"], each, [f"{r['processes']} x {each}", link(f"{GPU_ENGINE}/{name}",
+                         f"{r['videos_per_min']:.0f}"), f"{r['videos_per_min'] / ceiling:.0%}",
+                         f"{r['gpu_busy_pct']:.0f}%", f"{r['nvdec_busy_pct']:.0f}%"]))
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return table(["processes x sessions each", "videos/min, default plan", "of NVDEC's own sampler",
+                  "GPU busy", "NVDEC busy"], [row[2] for row in rows])
+
+
 def gpu_engine_records() -> str:
     """The GPU engine's records against the CPU path's, from the result files."""
+    data = load(RESULTS / GPU_ENGINE / "records_native.json")
+    ref = data["backends"]["openvino:fp32"]
     rows = []
-    for name, label in (("records_native.json", "cuda:fp32+nvdec"), ("records_native.json", "cuda:fp16+nvdec"),
-                        ("records_native.json", "cuda:fp16+nvdec:4")):
-        data = load(RESULTS / GPU_ENGINE / name)
+    for label in ("cuda:fp32+nvdec", "cuda:fp16+nvdec"):
         b = data["backends"][label]
-        ref = data["backends"]["openvino:fp32"]
         same = sum(a == c for a, c in zip(b["categories"], ref["categories"]))
-        rows.append([f"`{label}`", len(data["clips"]), link(f"{GPU_ENGINE}/{name}", f"{b['vs_reference']['mean']:.2f} / "
-                     f"{b['vs_reference']['max']:.1f}"), f"{same} of {len(ref['categories'])}"])
-    return table(["GPU engine", "clips", "points from the CPU path, mean / max", "same category"], rows)
+        fell = len(b.get("warnings_by_clip", {}))
+        rows.append([f"`{label}`", len(data["clips"]), fell, link(f"{GPU_ENGINE}/records_native.json",
+                     f"{b['vs_reference']['mean']:.2f} / {b['vs_reference']['max']:.1f}"),
+                     f"{same} of {len(ref['categories'])}"])
+    return table(["GPU engine", "clips", "of them decoded on the CPU (fallback)", "points from the CPU path, mean / max",
+                  "same category"], rows)
 
 
 def headline() -> str:
@@ -517,6 +541,7 @@ def generated() -> dict[str, str]:
         "performance-2core.md": two_core_table(),
         "performance-h200.md": h200_table(),
         "performance-gpu-engine.md": gpu_engine_table() + "\n" + gpu_engine_records(),
+        "performance-gpu-engine-steady.md": gpu_engine_steady(),
     }
     for name in sorted(cli.commands):
         out[f"cli-{name}.md"] = command_flags(name)

@@ -128,7 +128,8 @@ def test_a_larger_video_gets_a_decoder_of_its_own(nvdec, clips):
     video, then a larger one, decodes both (no fallback), and keeps a decoder for each size."""
     engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
     try:
-        records = [engine.submit(str(clips[n])).result(timeout=120) for n in ("h264_320.mp4", "h264.mp4", "h264_320.mp4")]
+        names = ("h264_320.mp4", "h264.mp4", "h264_320.mp4")
+        records = [engine.submit(str(clips[n])).result(timeout=120) for n in names]
     finally:
         engine.close()
         inferencer.close()
