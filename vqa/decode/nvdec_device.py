@@ -12,8 +12,8 @@ reasons (codec, pixel format, odd size, non-square pixels, AVI, ...) and those o
 preparation: a colour space other than BT.601 and BT.709, full range, rotation, interlacing,
 HDR, a frame smaller than the model's view. Its frames are then ordinary RGB ``Frame``s.
 
-Decoders are kept per thread (``Session``) from one video to the next: a new NVDEC decoder
-costs about 30 ms, an emptied one nothing.
+Decoders are kept per thread (``Session``) and picture size from one video to the next: a new
+NVDEC decoder costs about 30 ms, an emptied one nothing.
 """
 from __future__ import annotations
 
