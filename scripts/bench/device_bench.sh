@@ -44,7 +44,8 @@
 #             AB_BACKEND and AB_DECODER (e.g. nvdec: the GPU engine) choose the row; `AB_MID=COMMIT ... pack`
 #             adds a third code, run between the two in each turn
 # Each call ends within DEADLINE_S (default 440 s): a step that would not fit is skipped, said in
-# run.log. Files under $OUT (at most 8 per call): run.log, env.txt and each step's result:
+# run.log. Files under $OUT (the device tool brings back 8 a call; past that all but run.log go into
+# results-<time>.tar.gz): run.log, env.txt and each step's result:
 #   check: pytest_cuda_device.log, pytest_cuda_device.xml, gpu_check.json
 #   folder: records.json (scripts/bench/gpu_records.py), folder_default.json, folder_all.json,
 #           folder_sweep_cpu.json, folder_sweep_cuda.json
@@ -727,8 +728,21 @@ main() {
   echo "=== done at $(( $(date +%s) - T0 )) s"
 }
 
+# The device tool brings back at most 8 files a call: past that, every result but run.log and
+# earlier bundles goes into one results-<time>.tar.gz (unpack it under the call's files_at).
+bundle() {
+  local n name
+  n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+  (( n <= 8 )) && return 0
+  name=results-$(date +%s).tar.gz
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name run.log ! -name 'results-*.tar.gz' -printf '%P\n' > /tmp/bundle.list &&
+    tar -czf "$name" -T /tmp/bundle.list && xargs -d '\n' rm -f < /tmp/bundle.list)
+  echo "$n files: all but run.log are in $name"
+}
+
 if [ "${1:-}" = pack ] || [ -z "$OUT" ]; then
   main "$@"
 else
   main "$@" 2>&1 | tee "$OUT/run.log"
+  bundle
 fi
