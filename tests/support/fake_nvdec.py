@@ -6,8 +6,9 @@ out NV12 pictures in host memory by address, with the timestamp of the packet th
 them, holds pictures back until later packets or the end of the stream, and reuses its
 picture buffers on the next call, so a reader that does not copy at once reads garbage. After
 the end of a stream (an empty packet) it decodes a new one, as the device tests check NVDEC does,
-but not one of larger pictures than its first: NVDEC sizes a decoder's surfaces for the first
-stream it decodes (its maxwidth and maxheight, unless given) and refuses to grow them.
+but not one of larger pictures than its first: the Video Codec SDK's decoder sizes itself for
+its first stream unless given a maximum (``maxwidth``, ``maxheight``), and real 720p clips
+after 640x360 ones decoded nothing on an H100.
 
 ``install()`` puts it in ``sys.modules`` as ``PyNvVideoCodec``; ``FAULTS`` switches on the
 failures the tests need.
@@ -87,7 +88,7 @@ class _Decoder:
         for f in frames:
             self._max = self._max or (f.width, f.height)
             if f.width > self._max[0] or f.height > self._max[1]:
-                raise RuntimeError("fake NVDEC: Reconfigure Not supported when width/height > maxwidth/maxheight")
+                raise RuntimeError("fake NVDEC: pictures larger than the decoder's first stream")
         self._held = [_nv12(f) for f in frames]
         return [_Picture(buf, f.pts) for buf, f in zip(self._held, frames)]
 

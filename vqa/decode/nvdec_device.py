@@ -61,9 +61,9 @@ class Session:
     pictures on and ours are copied out on, apart from the network's, so that waiting for a copy
     (before the decoder reuses its buffer) does not wait for the network.
 
-    A decoder is kept for its codec and picture size: NVDEC sizes a decoder's surfaces for the
-    first stream it decodes and refuses a larger one later (a 640x360 decoder given a 1280x720
-    video decoded nothing), so a video of another size gets its own."""
+    A decoder is kept for its codec and picture size: the Video Codec SDK's decoder sizes itself
+    for its first stream unless given a maximum (a 640x360 decoder given a 1280x720 video decoded
+    nothing on an H100), so a video of another size gets its own."""
 
     KEEP = 4  # decoders kept a session, the least recently used dropped first
 
