@@ -198,7 +198,7 @@ def test_keyframes_from_the_index_are_the_scans(name, tmp_path, monkeypatch):
         assert (indexed, reader._keyframe_pos) == (scanned, scanned_pos) and len(scanned) >= 4
     with pyav_reader.open_container(path, max_pixels=1 << 30, headers_only=True) as container:
         stream = pyav_reader._video_stream(container)
-        used = pyav_reader._indexes_every_frame(stream, 10_000) and \
-            pyav_reader._indexed_keyframes(container, stream) is not None
+        keys = pyav_reader._indexed_keyframe_entries(stream, 10_000)
+        used = keys is not None and pyav_reader._indexed_keyframes(container, stream, keys) is not None
     # MP4 and MOV index every frame; Matroska's cues and MPEG-TS do not, and are scanned
     assert used == (suffix in (".mp4", ".mov"))

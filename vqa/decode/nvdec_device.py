@@ -57,9 +57,10 @@ class _Picture:
 
 class Session:
     """One thread's NVDEC decoders, kept from video to video; ``device``: where pictures go (CPU
-    tensors with the stand-in decoder of the tests). ``stream``: the CUDA stream NVDEC writes its
-    pictures on and ours are copied out on, apart from the network's, so that waiting for a copy
-    (before the decoder reuses its buffer) does not wait for the network.
+    tensors with the stand-in decoder of the tests). ``network``: the CUDA stream the session's
+    videos are prepared and scored on; ``stream``: the one NVDEC writes its pictures on and ours
+    are copied out on, apart, so that waiting for a copy (before the decoder reuses its buffer)
+    does not wait for the network.
 
     A decoder is kept for its codec and picture size: the Video Codec SDK's decoder sizes itself
     for its first stream unless given a maximum (a 640x360 decoder given a 1280x720 video decoded
@@ -69,7 +70,9 @@ class Session:
 
     def __init__(self, device: torch.device | str = "cuda"):
         self.device = torch.device(device)
-        self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        cuda = self.device.type == "cuda"
+        self.network = torch.cuda.Stream(self.device) if cuda else None
+        self.stream = torch.cuda.Stream(self.device) if cuda else None
         self._decoders: dict[tuple[str, int, int], Any] = {}  # in order of use
 
     def decoder(self, codec: str, size: tuple[int, int]) -> Any:
@@ -155,9 +158,8 @@ class NvdecDeviceReader(NvdecReader):
 
     def _to_frame(self, picture: Any) -> _Picture:  # type: ignore[override]
         h, w = self._shape
-        stream = self._session.stream
-        if stream is not None:  # copied on the session's NVDEC stream; _nv_decode waits for it
-            network = torch.cuda.current_stream(self._session.device)
+        stream, network = self._session.stream, self._session.network
+        if stream is not None and network is not None:  # copied on the NVDEC stream; _nv_decode waits for it
             with torch.cuda.stream(stream):
                 nv12 = _packed(self._surface(picture), h, w)
             nv12.record_stream(network)  # read there: its memory is not reused before

@@ -116,34 +116,35 @@ def _keyframe_packets(packets: Iterator[av.Packet], max_packets: int) -> list[_K
     return out
 
 
-def _indexes_every_frame(stream: VideoStream, max_packets: int) -> bool:
-    """Whether the stream's index lists every frame (MP4 and MOV build it from the file's tables;
-    Matroska's cues are partial, MPEG-TS has none) and keyframes are few enough that a seek to
-    each costs less than reading every packet (not all-intra and the like)."""
+def _indexed_keyframe_entries(stream: VideoStream, max_packets: int) -> list[tuple[int, int]] | None:
+    """The (decode time, byte position) of each keyframe in the stream's index, where the index
+    lists every frame (MP4 and MOV build it from the file's tables; Matroska's cues are partial,
+    MPEG-TS has none) and keyframes are few enough that a seek to each costs less than reading
+    every packet (not all-intra and the like); None otherwise."""
     entries = stream.index_entries
-    return (bool(entries) and len(entries) == stream.frames and len(entries) <= max_packets
-            and sum(e.is_keyframe for e in entries) * 4 <= len(entries))
+    if not entries or len(entries) != stream.frames or len(entries) > max_packets:
+        return None
+    keys = [(e.timestamp, e.pos) for e in entries if e.is_keyframe]
+    return keys if len(keys) * 4 <= len(entries) else None
 
 
-def _indexed_keyframes(container: av.container.InputContainer, stream: VideoStream) -> list[_Keyframe] | None:
-    """The keyframe packets of a stream that ``_indexes_every_frame``, each read after a seek to
-    it: a few packets, not all. The index holds decode times and the seek takes presentation
+def _indexed_keyframes(container: av.container.InputContainer, stream: VideoStream,
+                       keys: list[tuple[int, int]]) -> list[_Keyframe] | None:
+    """The keyframe packets at ``keys`` (``_indexed_keyframe_entries``), each read after a seek
+    to it: a few packets, not all. The index holds decode times and the seek takes presentation
     times, so each seek adds the first packet's offset between the two (x264's and most
     encoders' keyframes share it). None where a packet disagrees with its entry, or a seek
     fails: the container is then somewhere past its start."""
-    entries = stream.index_entries
     first = next(iter(container.demux(stream)), None)
     if first is None or first.pts is None or first.dts is None:
         return None
     shift = first.pts - first.dts
     out: list[_Keyframe] = []
     try:
-        for entry in entries:
-            if not entry.is_keyframe:
-                continue
-            container.seek(entry.timestamp + shift, backward=True, any_frame=False, stream=stream)
+        for timestamp, pos in keys:
+            container.seek(timestamp + shift, backward=True, any_frame=False, stream=stream)
             p = next(iter(container.demux(stream)), None)
-            if p is None or not p.is_keyframe or p.dts != entry.timestamp or p.pos != entry.pos:
+            if p is None or not p.is_keyframe or p.dts != timestamp or p.pos != pos:
                 return None
             if p.pts is not None and p.time_base is not None:
                 out.append((p.pts, p.time_base, p.pos))
@@ -233,10 +234,10 @@ class PyAVReader(VideoReader):
         try:
             with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
                 stream = _video_stream(container)
-                indexed = self.KEYFRAMES_FROM_INDEX and _indexes_every_frame(stream, max_packets)
-                packets = _indexed_keyframes(container, stream) if indexed else \
+                keys = _indexed_keyframe_entries(stream, max_packets) if self.KEYFRAMES_FROM_INDEX else None
+                packets = _indexed_keyframes(container, stream, keys) if keys is not None else \
                     _keyframe_packets(container.demux(stream), max_packets)
-            if packets is None and indexed:  # the index let us down past the start: scan a fresh handle
+            if packets is None and keys is not None:  # the index let us down past the start: scan a fresh handle
                 with open_container(self.source, max_pixels=self.max_pixels, headers_only=True) as container:
                     packets = _keyframe_packets(container.demux(_video_stream(container)), max_packets)
             if packets is None:

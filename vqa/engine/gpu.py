@@ -103,7 +103,6 @@ class GpuEngine(Engine):
 
     def _run(self, session) -> None:
         mark_engine_thread()
-        stream = torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
         me = threading.current_thread()
         while True:
             item = self._requests.get()
@@ -119,7 +118,8 @@ class GpuEngine(Engine):
                 self._jobs[me] = job
             try:
                 record = self._new_record(shown)
-                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                network = session.network
+                with torch.cuda.stream(network) if network is not None else contextlib.nullcontext():
                     record = self._score(record, path, session, job)
                 outcome: VideoScore | BaseException = record
             except BaseException as e:  # noqa: BLE001 - the caller hears of it, the thread goes on
