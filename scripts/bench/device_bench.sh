@@ -32,7 +32,9 @@
 #     nativebench  its folder rows, in turns: default plan (120 clips) and every frame (30), openvino fp32
 #             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda), and the GPU engine in 4 and 8
 #             processes (nvdec:4, nvdec:8; NATIVE_DECODERS): native_default.json, native_all.json; the NVDEC
-#             ceiling of the same start first (ceiling_all.json, ceiling_plan.json)
+#             ceiling of the same start first (ceiling_all.json, ceiling_plan.json; once a call);
+#             NATIVE_ALL_ROUNDS: the every-frame rows' rounds (0: none). nvdec:P names the engine's
+#             processes and leaves out openvino with NVDEC's CPU-copy decoder (a minute a round)
 #     profile where the GPU engine's time goes (scripts/bench/gpu_engine_profile.py on the default plan's
 #             120 clips): one session under cProfile, PyAV in threads, sessions x processes with the GPU's
 #             and NVDEC's utilisation, the session threads sampled: gpu_engine_profile.json
@@ -336,7 +338,8 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
     echo "== SKIPPED nativebench: stage .whl/av, .whl/ov and .whl/nv first"; return 0; }
   gpu_here || { echo "== SKIPPED nativebench: no CUDA device here"; return 0; }
   clips "$N_CLIPS_ALL"
-  if [ -f .device_bench/nvdec_ceiling.py ]; then  # the NVDEC ceiling of this start, beside the rows
+  # The NVDEC ceiling of this start, beside the rows (once a call: native may have measured it)
+  if [ -f .device_bench/nvdec_ceiling.py ] && [ ! -f "$OUT/ceiling_plan.json" ]; then
     step ceiling_all 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_all.json" \
       simple,32,all,native,96
     step ceiling_plan 30 60 "$PY" .device_bench/nvdec_ceiling.py /tmp/vqa_f/bench_000.mp4 "$OUT/ceiling_plan.json" \
@@ -347,7 +350,8 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
   # nvdec:P rows run with the cuda backend only (the folder study leaves out the openvino ones)
   bench native_default 90 300 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
     --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
-  bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${ROUNDS:-2}" \
+  [ "${NATIVE_ALL_ROUNDS:-${ROUNDS:-2}}" = 0 ] && return 0
+  bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${NATIVE_ALL_ROUNDS:-${ROUNDS:-2}}" \
     --backend openvino:fp32 --backend cuda:fp16 "${decoders[@]}"
 }
 
