@@ -33,7 +33,7 @@
 #             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda), and the GPU engine in 4 and 8
 #             processes (nvdec:4, nvdec:8; NATIVE_DECODERS): native_default.json, native_all.json; the NVDEC
 #             ceiling of the same start first (ceiling_all.json, ceiling_plan.json; once a call);
-#             NATIVE_ALL_ROUNDS: the every-frame rows' rounds (0: none). nvdec:P names the engine's
+#             NATIVE_ALL_ROUNDS: the every-frame rows' rounds (0: none); NATIVE_TESTS=0 leaves out native's tests. nvdec:P names the engine's
 #             processes and leaves out openvino with NVDEC's CPU-copy decoder (a minute a round)
 #     profile where the GPU engine's time goes (scripts/bench/gpu_engine_profile.py on the default plan's
 #             120 clips): one session under cProfile, PyAV in threads, sessions x processes with the GPU's
@@ -318,7 +318,7 @@ native() {  # issue 34: the GPU engine (--decoder nvdec --backend cuda) against 
     echo "== SKIPPED native: stage .whl/av and .whl/nv first (and .whl/ov for the CPU path)"; return 0; }
   gpu_here || { echo "== SKIPPED native: no CUDA device here"; return 0; }
   clips "$N_CLIPS_ALL"
-  step pytest_native 60 240 "$PY" -m pytest -q -rA -p no:cacheprovider tests/engine/test_gpu_engine_device.py \
+  [ "${NATIVE_TESTS:-1}" = 0 ] || step pytest_native 60 240 "$PY" -m pytest -q -rA -p no:cacheprovider tests/engine/test_gpu_engine_device.py \
     tests/engine/test_gpu_engine.py tests/decode/test_nvdec_device.py 2>&1 | tail -40 | tee "$OUT/pytest_native.log"
   # Records against the CPU path (openvino fp32, pyav): the sample videos, folder clips, real footage
   # carried in .device_bench/real (NATIVE_REAL), each backend with FFmpeg's decoding and with the GPU engine.
