@@ -33,8 +33,10 @@
 #             and cuda fp16, each with pyav and nvdec (the GPU engine for cuda), and the GPU engine in 4 and 8
 #             processes (nvdec:4, nvdec:8; NATIVE_DECODERS): native_default.json, native_all.json; the NVDEC
 #             ceiling of the same start first (ceiling_all.json, ceiling_plan.json; once a call);
-#             NATIVE_ALL_ROUNDS: the every-frame rows' rounds (0: none); NATIVE_TESTS=0 leaves out native's tests. nvdec:P names the engine's
-#             processes and leaves out openvino with NVDEC's CPU-copy decoder (a minute a round)
+#             NATIVE_ALL_ROUNDS: the every-frame rows' rounds (0: none); NATIVE_TESTS=0 leaves out native's
+#             tests. nvdec:P names the engine's processes and leaves out openvino with NVDEC's CPU-copy
+#             decoder (a minute a round). Without OpenVINO staged, both phases leave out the CPU path and
+#             take cuda:fp32 with FFmpeg's decoding as the records' reference.
 #     profile where the GPU engine's time goes (scripts/bench/gpu_engine_profile.py on the default plan's
 #             120 clips): one session under cProfile, PyAV in threads, sessions x processes with the GPU's
 #             and NVDEC's utilisation, the session threads sampled: gpu_engine_profile.json
