@@ -58,6 +58,14 @@
 # PyAV 18.1.0 as it is (25 MB of xz) travels in one call, OpenVINO 2026.4.1 without its GPU and NPU
 # plugins, their kernel cache, its headers and its non-IR frontends (19 MB of xz) in the next.
 #
+# Issue 34's GPU engine in one call (one start, no machine kept warm between calls): the cuda
+# backends load the .pt alone, so with the OpenVINO IRs moved out of the checkout for the call,
+# PyAV, NVDEC's wheel and the real clips fit beside it (about 53 MiB); records then take
+# cuda:fp32 with FFmpeg's decoding as the CPU path's stand-in and the CPU row is left out:
+#   here:  mkdir -p /tmp/ir && mv models/vqa-effl0*.xml models/vqa-effl0*.bin /tmp/ir/   (back after)
+#   carry: .whl/av .whl/nv .device_bench/real .device_bench/nvdec_ceiling.py
+#   there: NATIVE_DECODERS="pyav nvdec:4 nvdec:6" bash scripts/bench/device_bench.sh stage native nativebench
+#
 # Smaller runs (a dry run without a GPU runs every step but the cuda ones):
 #   N_CLIPS=4 N_CLIPS_ALL=2 N_CLIPS_SWEEP=2 N_CLIPS_CUDA_SWEEP=3 CLIP_SPEC=320x180,2,1 ROUNDS=1 SWEEP_CPU="1" \
 #   SWEEP_CUDA="1" FORCE_GPU=1 GPU_BACKEND=pytorch bash .device_bench/device_bench.sh stage folder
