@@ -330,14 +330,15 @@ native() {  # issue 34: the GPU engine (--decoder nvdec --backend cuda) against 
   clips "$N_CLIPS_ALL"
   [ "${NATIVE_TESTS:-1}" = 0 ] || step pytest_native 60 240 "$PY" -m pytest -q -rA -p no:cacheprovider tests/engine/test_gpu_engine_device.py \
     tests/engine/test_gpu_engine.py tests/decode/test_nvdec_device.py 2>&1 | tail -40 | tee "$OUT/pytest_native.log"
-  # Records against the CPU path (openvino fp32, pyav): the sample videos, folder clips, real footage
+  # Records against the CPU path (cpu_ref, pyav): the sample videos, folder clips, real footage
   # carried in .device_bench/real (NATIVE_REAL), each backend with FFmpeg's decoding and with the GPU engine.
-  local d decoders=()
+  local d decoders=() ref
+  ref=$(cpu_ref)
   for d in ${NATIVE_RECORD_DECODERS:-pyav nvdec nvdec:4}; do decoders+=(--decoder "$d"); done
   # shellcheck disable=SC2086
   step records_native 30 300 sh -c 'exec "$@" > /dev/null' - "$PY" scripts/bench/gpu_records.py \
     --out "$OUT/records_native.json" sample_videos/*.mp4 /tmp/vqa_f/bench_00[0-9].mp4 ${NATIVE_REAL:-.device_bench/real/*.mp4} \
-    --backend "$(cpu_ref)" $([ "$(cpu_ref)" = cuda:fp32 ] || echo --backend cuda:fp32) --backend cuda:fp16 "${decoders[@]}"
+    --backend "$ref" $([ "$ref" = cuda:fp32 ] || echo --backend cuda:fp32) --backend cuda:fp16 "${decoders[@]}"
   # The card's NVDEC ceiling on this start (every frame, 32 decoder threads in one process), and the
   # library's own sampler on the default plan's frames: NVDEC.md's tool, carried in .device_bench.
   if [ -f .device_bench/nvdec_ceiling.py ]; then
@@ -352,7 +353,7 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
   "$PY" -c "import av, PyNvVideoCodec" 2>/dev/null || {
     echo "== SKIPPED nativebench: stage .whl/av and .whl/nv first (and .whl/ov for the CPU path's row)"; return 0; }
   local cpu=""
-  "$PY" -c "import openvino" 2>/dev/null && cpu="--backend openvino:fp32"
+  [ "$(cpu_ref)" = openvino:fp32 ] && cpu="--backend openvino:fp32"
   gpu_here || { echo "== SKIPPED nativebench: no CUDA device here"; return 0; }
   clips "$N_CLIPS_ALL"
   # The NVDEC ceiling of this start, beside the rows (once a call: native may have measured it)

@@ -485,7 +485,7 @@ def gpu_engine_steady() -> str:
 def gpu_engine_records() -> str:
     """The GPU engine's records against the CPU path's, from the result files."""
     data = load(RESULTS / GPU_ENGINE / "records_native.json")
-    ref = data["backends"]["openvino:fp32"]
+    ref = data["backends"][data["reference"]]  # the CPU path's backend, or its stand-in (gpu_records.py)
     rows = []
     for label in ("cuda:fp32+nvdec", "cuda:fp16+nvdec"):
         b = data["backends"][label]
@@ -494,7 +494,7 @@ def gpu_engine_records() -> str:
         rows.append([f"`{label}`", len(data["clips"]), fell, link(f"{GPU_ENGINE}/records_native.json",
                      f"{b['vs_reference']['mean']:.2f} / {b['vs_reference']['max']:.1f}"),
                      f"{same} of {len(ref['categories'])}"])
-    return table(["GPU engine", "clips", "of them decoded on the CPU (fallback)", "points from the CPU path, mean / max",
+    return table(["GPU engine", "clips", "of them decoded on the CPU (fallback)", f"points from `{data['reference']}` (the CPU path), mean / max",
                   "same category"], rows)
 
 

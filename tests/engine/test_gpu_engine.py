@@ -124,8 +124,9 @@ def test_decoders_are_kept_across_videos(nvdec, clips):
 
 
 def test_a_larger_video_gets_a_decoder_of_its_own(nvdec, clips):
-    """NVDEC refuses a stream of larger pictures than a decoder's first: a session given a small
-    video, then a larger one, decodes both (no fallback), and keeps a decoder for each size."""
+    """The SDK's decoder sizes itself for its first stream (the stand-in refuses larger pictures
+    after it): a session given a small video, then a larger one, decodes both (no fallback), and
+    keeps a decoder for each size."""
     engine, inferencer = _engine(ScoreOptions(backend="pytorch", decoder="nvdec", batch_size=32), sessions=1)
     try:
         names = ("h264_320.mp4", "h264.mp4", "h264_320.mp4")
