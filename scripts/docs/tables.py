@@ -413,16 +413,15 @@ def h200_table() -> str:
     return table(head, out)
 
 
-GPU_ENGINE = "h100-2026-12-06-engine-3"
-GPU_ENGINE_ROWS = {  # (result file, the folder study's label) -> what a user names
-    ("native", "openvino:fp32+pyav"): "CPU path: `openvino:fp32`",
-    ("native", "openvino:fp32+nvdec"): "NVDEC workers, CPU inference: `openvino:fp32 --decoder nvdec`",
-    ("native", "cuda:fp16+pyav"): "GPU path of before: `cuda:fp16`, CPU decode workers",
-    ("native", "cuda:fp16+nvdec"): "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
-    ("procs", "cuda:fp16+nvdec"): "the same, in the next run's turns (2 rounds)",
-    ("procs", "cuda:fp16+nvdec:6"): "GPU engine, 6 processes: `--gpu-processes 6` (next run)",
-    ("procs", "cuda:fp16+nvdec:8"): "GPU engine, 8 processes: `--gpu-processes 8` (next run)",
+GPU_ENGINE = "h200-2026-12-06-engine-4"  # issue 34's rows and records: one H200 start, three calls
+GPU_ENGINE_CALLS = (1, 2, 3)  # each call's files carry its number: N_native_default.json, N_ceiling_plan.json
+GPU_ENGINE_ROWS = {  # the folder study's label -> what a user names
+    "cuda:fp16+pyav": "GPU path with CPU decode workers: `cuda:fp16`",
+    "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
+    "cuda:fp16+nvdec:6": "GPU engine, 6 processes: `--gpu-processes 6`",
 }
+GPU_ENGINE_BASE = "cuda:fp16+pyav"
+GPU_ENGINE_PROFILE = "h100-2026-12-06-engine-3"  # where the engine's time goes: an H100 start
 
 
 def _processes(row: Any) -> set[int]:
@@ -436,45 +435,44 @@ def _processes(row: Any) -> set[int]:
 
 
 def gpu_engine_table() -> str:
-    """Issue 34's `vqa bench` rows of one H100 start, in turns, with the NVDEC ceiling of the start."""
-    studies = {(kind, plan): load(RESULTS / GPU_ENGINE / f"{kind}_{plan}.json")["folder"]
-               for kind in ("native", "procs") for plan in ("default", "all")}
-    base = studies[("native", "default")]["by_backend"]["cuda:fp16+pyav"]["sampling"]["default"]["videos_per_min"]
-    base_all = studies[("native", "all")]["by_backend"]["cuda:fp16+pyav"]["sampling"]["all"]["videos_per_min"]
+    """Issue 34's `vqa bench` rows, in turns within each call of one start, with the NVDEC
+    ceiling each call measured first; ratios are each call's own, their median shown."""
+    head = ["path", "plan", "videos/min, best (median), call by call", "over the GPU path with CPU decoding",
+            "of NVDEC's ceiling"]
     rows = []
-    for (kind, label), name in GPU_ENGINE_ROWS.items():
-        cells = [name]
-        for plan, ref in (("default", base), ("all", base_all)):
-            study = studies[(kind, plan)]
-            ran = _processes(study["by_backend"][label])
-            if label.startswith("cuda") and "nvdec" in label and "processes" in name and \
-                    f"{min(ran)} processes" not in name:  # the label says what ran, as the result file has it
-                raise SystemExit(f"{label}: ran in {ran} processes, not as '{name}'")
-            r = study["by_backend"][label]["sampling"][plan]
-            cells.append(link(f"{GPU_ENGINE}/{kind}_{plan}.json", f"{r['videos_per_min']:.0f} "
-                              f"({r['videos_per_min_median']:.0f})") + f", {r['videos_per_min'] / ref:.2f}x")
-        rows.append(cells)
-    every = load(RESULTS / GPU_ENGINE / "ceiling_all.json")["results"][0]
-    plan = load(RESULTS / GPU_ENGINE / "ceiling_plan.json")["results"][0]
-    rows.append(["NVDEC alone, 32 decoders in one process (the ceiling: PyNvVideoCodec, pictures left on the GPU)",
-                 link(f"{GPU_ENGINE}/ceiling_plan.json", f"{plan['videos_per_min']:.0f}") + " (its own sampler, the same "
-                 "32 frames)", link(f"{GPU_ENGINE}/ceiling_all.json", f"{every['videos_per_min']:.0f}") +
-                 f" ({every['frames_per_s']:.0f} frames/s)"])
-    return table(["path", "default plan, 120 clips: videos/min best (median), over the GPU path of before",
-                  "every frame, 30 clips"], rows)
+    for plan, study, ceiling in (("default", "native_default", "ceiling_plan"), ("all", "native_all", "ceiling_all")):
+        calls = [n for n in GPU_ENGINE_CALLS if (RESULTS / GPU_ENGINE / f"{n}_{study}.json").exists()]
+        runs = {n: load(f"{GPU_ENGINE}/{n}_{study}.json")["folder"]["by_backend"] for n in calls}
+        ceil = {n: load(f"{GPU_ENGINE}/{n}_{ceiling}.json")["results"][0]["videos_per_min"] for n in calls}
+        name = "default plan, 120 clips" if plan == "default" else "every frame, 30 clips"
+        for label, who in GPU_ENGINE_ROWS.items():
+            ran = _processes([runs[n][label] for n in calls])
+            if "processes" in who and ran != {int(label.rsplit(":", 1)[1])}:  # the name says what ran
+                raise SystemExit(f"{label}: ran in {ran} processes, not as '{who}'")
+            got = {n: runs[n][label]["sampling"][plan] for n in calls}
+            cells = ", ".join(link(f"{GPU_ENGINE}/{n}_{study}.json", f"{got[n]['videos_per_min']:.0f} "
+                                   f"({got[n]['videos_per_min_median']:.0f})") for n in calls)
+            over = statistics.median(got[n]["videos_per_min"] / runs[n][GPU_ENGINE_BASE]["sampling"][plan]
+                                     ["videos_per_min"] for n in calls)
+            share = statistics.median(got[n]["videos_per_min"] / ceil[n] for n in calls)
+            rows.append([who, name, cells, f"{over:.2f}x", f"{share:.0%}"])
+        rows.append(["NVDEC alone: 32 decoders in one process, pictures left on the GPU (PyNvVideoCodec"
+                     + (", its own sampler on the same 32 frames)" if plan == "default" else ")"), name,
+                     ", ".join(link(f"{GPU_ENGINE}/{n}_{ceiling}.json", f"{ceil[n]:.0f}") for n in calls), "", "100%"])
+    return table(head, rows)
 
 
 def gpu_engine_steady() -> str:
     """The GPU engine once running (gpu_engine_profile.py: the folder scored after a warm-up), by
     processes and sessions, against the library's own sampler on the same start."""
-    ceiling = load(RESULTS / GPU_ENGINE / "ceiling_plan.json")["results"][0]["videos_per_min"]
+    ceiling = load(f"{GPU_ENGINE_PROFILE}/ceiling_plan.json")["results"][0]["videos_per_min"]
     rows = []
     for name in ("gpu_engine_profile.json", "gpu_engine_grid.json"):
-        for r in load(RESULTS / GPU_ENGINE / name)["whole"]:
+        for r in load(f"{GPU_ENGINE_PROFILE}/{name}")["whole"]:
             if r["frames"] != "default":
                 continue
             each = r["sessions"] // r["processes"]
-            rows.append((r["processes"], each, [f"{r['processes']} x {each}", link(f"{GPU_ENGINE}/{name}",
+            rows.append((r["processes"], each, [f"{r['processes']} x {each}", link(f"{GPU_ENGINE_PROFILE}/{name}",
                          f"{r['videos_per_min']:.0f}"), f"{r['videos_per_min'] / ceiling:.0%}",
                          f"{r['gpu_busy_pct']:.0f}%", f"{r['nvdec_busy_pct']:.0f}%"]))
     rows.sort(key=lambda row: (row[0], row[1]))
@@ -484,7 +482,7 @@ def gpu_engine_steady() -> str:
 
 def gpu_engine_records() -> str:
     """The GPU engine's records against the CPU path's, from the result files."""
-    data = load(RESULTS / GPU_ENGINE / "records_native.json")
+    data = load(f"{GPU_ENGINE}/records_native.json")
     ref = data["backends"][data["reference"]]  # the CPU path's backend, or its stand-in (gpu_records.py)
     rows = []
     for label in ("cuda:fp32+nvdec", "cuda:fp16+nvdec"):
@@ -494,8 +492,9 @@ def gpu_engine_records() -> str:
         rows.append([f"`{label}`", len(data["clips"]), fell, link(f"{GPU_ENGINE}/records_native.json",
                      f"{b['vs_reference']['mean']:.2f} / {b['vs_reference']['max']:.1f}"),
                      f"{same} of {len(ref['categories'])}"])
-    return table(["GPU engine", "clips", "of them decoded on the CPU (fallback)", f"points from `{data['reference']}` (the CPU path), mean / max",
-                  "same category"], rows)
+    against = f"points from `{data['reference']}` with FFmpeg's decoding" + \
+        (" (the CPU path)" if data["reference"].startswith("openvino") else "") + ", mean / max"
+    return table(["GPU engine", "clips", "of them decoded on the CPU (fallback)", against, "same category"], rows)
 
 
 def headline() -> str:
