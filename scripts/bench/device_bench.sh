@@ -369,9 +369,10 @@ nativebench() {  # issue 34's folder rows: the CPU path, the GPU path and the GP
   # shellcheck disable=SC2086
   bench native_default 90 300 /tmp/vqa_f --frames default --no-sweep --rounds "${ROUNDS:-2}" \
     $cpu --backend cuda:fp16 "${decoders[@]}"
-  [ "${NATIVE_ALL_ROUNDS:-${ROUNDS:-2}}" = 0 ] && return 0
+  local all_rounds=${NATIVE_ALL_ROUNDS:-${ROUNDS:-2}}
+  [ "$all_rounds" = 0 ] && return 0
   # shellcheck disable=SC2086
-  bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "${NATIVE_ALL_ROUNDS:-${ROUNDS:-2}}" \
+  bench native_all 60 240 "/tmp/vqa_f$N_CLIPS_ALL" --frames all --no-sweep --rounds "$all_rounds" \
     $cpu --backend cuda:fp16 "${decoders[@]}"
 }
 

@@ -413,8 +413,9 @@ def h200_table() -> str:
     return table(head, out)
 
 
-GPU_ENGINE = "h200-2026-12-06-engine-4"  # issue 34's rows and records: one H200 start, three calls
-GPU_ENGINE_CALLS = (1, 2, 3)  # each call's files carry its number: N_native_default.json, N_ceiling_plan.json
+# Issue 34's rows and records: one H200 start, several calls, each call's files named by its
+# number (N_native_default.json, N_ceiling_plan.json).
+GPU_ENGINE = "h200-2026-12-06-engine-4"
 GPU_ENGINE_ROWS = {  # the folder study's label -> what a user names
     "cuda:fp16+pyav": "GPU path with CPU decode workers: `cuda:fp16`",
     "cuda:fp16+nvdec:4": "GPU engine, 4 processes: `cuda:fp16 --decoder nvdec` (auto on 16 cores)",
@@ -441,7 +442,7 @@ def gpu_engine_table() -> str:
             "of NVDEC's ceiling"]
     rows = []
     for plan, study, ceiling in (("default", "native_default", "ceiling_plan"), ("all", "native_all", "ceiling_all")):
-        calls = [n for n in GPU_ENGINE_CALLS if (RESULTS / GPU_ENGINE / f"{n}_{study}.json").exists()]
+        calls = sorted(int(p.name.split("_", 1)[0]) for p in (RESULTS / GPU_ENGINE).glob(f"*_{study}.json"))
         runs = {n: load(f"{GPU_ENGINE}/{n}_{study}.json")["folder"]["by_backend"] for n in calls}
         ceil = {n: load(f"{GPU_ENGINE}/{n}_{ceiling}.json")["results"][0]["videos_per_min"] for n in calls}
         name = "default plan, 120 clips" if plan == "default" else "every frame, 30 clips"
