@@ -11,6 +11,9 @@ Twins (make_dataset.py's ``pairboth``: a PolyU crop's noisy shot and its clean m
 window and fragment placements) travel in one batch, view beside view; with ``--pair-weight``
 the noisy view's noise logit must stand ``--pair-margin`` above its clean twin's where the
 noisy one is labelled noisy (``pair_loss``), so the noise head learns the difference.
+With ``--distill-heads`` (and ``--init``) the six defect logits learn the starting network's
+probabilities instead of the labels (``distill_loss``): more clips teach the score while the
+defect heads, and the decisions chosen on them, stay where they were.
 Validation (model selection only) is per clip: the mean of the frame scores against the clip's
 VMAF (SRCC, PLCC), and the mean defect probability against the clip's labels (F1); with a
 ``valpairs`` set (make_dataset.py --mix v5: PolyU pairs set aside from training), also how many
@@ -59,6 +62,12 @@ def pair_loss(logit: torch.Tensor, noisy: torch.Tensor, clean: torch.Tensor, mar
     if len(noisy) == 0:
         return logit.sum() * 0.0
     return F.relu(margin - (logit[noisy] - logit[clean])).mean()
+
+
+def distill_loss(logits: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of each defect logit against the teacher's probability on the same
+    view: the student keeps the teacher's heads, soft edges included."""
+    return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(teacher))
 
 
 def mates(clip: np.ndarray, partner: np.ndarray | None) -> np.ndarray:
@@ -186,7 +195,11 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--pair-weight", type=float, default=0.0, help="weight of pair_loss on twins (0: none)")
     ap.add_argument("--pair-margin", type=float, default=2.0, help="pair_loss's margin, in noise logits")
+    ap.add_argument("--distill-heads", action="store_true",
+                    help="the defect heads learn --init's probabilities (distill_loss), not the labels")
     a = ap.parse_args()
+    if a.distill_heads and a.init is None:
+        ap.error("--distill-heads needs --init: the network whose heads are kept")
     prov = provenance(a)
     print("provenance " + json.dumps(prov), flush=True)
     torch.manual_seed(a.seed)
@@ -213,6 +226,11 @@ def main() -> None:
         backbone = torch.load(a.backbone, weights_only=True, map_location="cpu")
         load_backbone(net, {k: v.float() if v.is_floating_point() else v for k, v in backbone.items()})
     net.to(a.device)
+    teacher = None
+    if a.distill_heads:
+        teacher = QualityNet()
+        teacher.load_state_dict(net.state_dict())
+        teacher.to(a.device).eval().requires_grad_(False)
     views = torch.from_numpy(train["views"])  # stays on the host, uint8; batches move to the device
     target = torch.from_numpy(train["frame_vmaf"])
     dlabels = torch.from_numpy(train_labels)
@@ -243,9 +261,15 @@ def main() -> None:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
                 out = net(x).float()
             loss_score = F.smooth_l1_loss((out[:, 0] - y) / 50.0, torch.zeros_like(y), beta=0.1)
-            mask = (lab >= 0).float()
-            bce = F.binary_cross_entropy_with_logits(out[:, 1:], lab.clamp(min=0), reduction="none")
-            loss = loss_score + 0.5 * (bce * mask).sum() / mask.sum().clamp(min=1) + RANK_WEIGHT * rank_loss(out[:, 0], y)
+            if teacher is not None:
+                with torch.no_grad(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
+                    taught = teacher(x).float()[:, 1:]
+                heads = distill_loss(out[:, 1:], taught)
+            else:
+                mask = (lab >= 0).float()
+                bce = F.binary_cross_entropy_with_logits(out[:, 1:], lab.clamp(min=0), reduction="none")
+                heads = (bce * mask).sum() / mask.sum().clamp(min=1)
+            loss = loss_score + 0.5 * heads + RANK_WEIGHT * rank_loss(out[:, 0], y)
             if a.pair_weight:
                 noisy_at = torch.tensor([i for i, _ in tw], dtype=torch.long, device=out.device)
                 clean_at = torch.tensor([j for _, j in tw], dtype=torch.long, device=out.device)
