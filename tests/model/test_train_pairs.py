@@ -67,3 +67,14 @@ def test_the_test_plan_splits_into_the_sources_as_they_are_and_the_rest():
     rest = tt.subset(specs, no_real=True)
     assert [s["seed"] for s in rest] == [1, 3]
     assert tt.subset(specs) == specs
+
+
+def test_distill_loss_is_least_where_the_student_copies_the_teacher():
+    teacher = torch.tensor([[2.0, -3.0, 0.0]])
+    same = float(train.distill_loss(teacher.clone(), teacher))
+    for other in (torch.tensor([[0.0, -3.0, 0.0]]), torch.tensor([[2.0, 3.0, 0.0]]), torch.tensor([[2.0, -3.0, 1.0]])):
+        assert float(train.distill_loss(other, teacher)) > same
+    # the gradient pulls each logit towards the teacher's
+    student = torch.zeros(1, 3, requires_grad=True)
+    train.distill_loss(student, teacher).backward()
+    assert student.grad[0, 0] < 0 < student.grad[0, 1] and abs(float(student.grad[0, 2])) < 1e-7
