@@ -238,10 +238,12 @@ def model_table() -> str:
               "version 3's decision block (4.0.0 keeps 3.0.0's network).\n")
 
 
-# decide.py measure's output; its first decision is the shipped one, the others are compared on
-# test. Beside it: int8.json (decide.py compare --other int8) and resolution.json (evaluate.py local).
-# The GPU's rows were measured on the GPU machine under 4.0.0's decisions (JUDGEMENT_GPU).
-JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-06-ramp" / "targets.json"
+# decide.py measure's output for the shipped model (its network's frames, its decisions), on
+# validation and test; beside it int8.json (decide.py compare --other int8) and resolution.json
+# (evaluate.py local). The model before it is read from its own measurement (JUDGEMENT_BEFORE: its
+# network's frames), and the GPU's rows were measured on the GPU machine under 4.0.0 (JUDGEMENT_GPU).
+JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-07-distill" / "targets.json"
+JUDGEMENT_BEFORE = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-06-ramp" / "targets.json"
 JUDGEMENT_GPU = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-05"
 
 
@@ -276,32 +278,37 @@ def judgement_decisions(res: dict) -> list[str]:
     return [k for k in res if k != "command"]
 
 
+def _int8(folder: Path) -> dict:
+    return json.loads((folder / "int8.json").read_text())
+
+
 def judgement_table() -> str:
-    """Issue 32's targets: the shipped decisions on validation and test, the earlier ones on test;
-    then the targets to keep, for the shipped decisions."""
-    res = json.loads(JUDGEMENT.read_text())
-    shipped, *earlier = judgement_decisions(res)
-    columns = [(f"{shipped}, validation", res[shipped].get("validation")), (f"{shipped}, test", res[shipped]["test"]),
-               *((f"{d}, test", res[d].get("test")) for d in earlier)]
-    rows = [[name, goal, *("" if t is None else read(t) for _, t in columns)] for name, goal, read in JUDGEMENT_ROWS]
-    blank = ["" for _ in columns[2:]]
-    int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())
+    """Issue 32's targets: the shipped model and the one before it, each on validation and test
+    through its own network; then the targets to keep."""
+    res, before = json.loads(JUDGEMENT.read_text()), json.loads(JUDGEMENT_BEFORE.read_text())
+    shipped, old = judgement_decisions(res)[0], judgement_decisions(before)[0]
+    columns = [(f"{name}, {s}", r[name][s]) for name, r in ((shipped, res), (old, before)) for s in ("validation", "test")]
+    rows = [[name, goal, *(read(t) for _, t in columns)] for name, goal, read in JUDGEMENT_ROWS]
     rows.append(["INT8 against FP32, mean / max points (keep)", "<= 0.5 / <= 2",
-                 *(f"{int8[s]['mean_abs_score_diff']:.2f} / {int8[s]['max_abs_score_diff']:.1f}" if s in int8 else ""
-                   for s in ("validation", "test")), *blank])
+                 *(f"{i[s]['mean_abs_score_diff']:.2f} / {i[s]['max_abs_score_diff']:.1f}"
+                   for i in (_int8(JUDGEMENT.parent), _int8(JUDGEMENT_BEFORE.parent)) for s in ("validation", "test"))])
     for other in ("cuda-fp16", "cuda-fp32"):  # on the GPU machine, part of the test clips
         gpu = json.loads((JUDGEMENT_GPU / f"{other}.json").read_text())["test"]
         rows.append([f"`{other.replace('-', ':')}` against the CPU (openvino:fp32), mean / max points, "
-                     f"same category ({gpu['clips']} test clips, 4.0.0's decisions)", "", "",
+                     f"same category ({gpu['clips']} test clips, 4.0.0's network and decisions)", "", "", "", "",
                      f"{gpu['mean_abs_score_diff']:.2f} / {gpu['max_abs_score_diff']:.1f}, "
-                     f"{100 * gpu['same_category']:.1f}%", *blank])
-    spread = json.loads((JUDGEMENT.parent / "resolution.json").read_text())["resolution"]
-    photos = {k: v for k, v in spread.items() if "/" in k}  # the real photos (the drawn pictures aside)
-    rows.append([f"one real photo at 720p, 1080p and 2160p, largest spread of {len(photos)} (keep)", "<= 3",
-                 "", f"{max(v['spread'] for v in photos.values()):.1f}", *blank])
+                     f"{100 * gpu['same_category']:.1f}%"])
+
+    def spread(folder: Path) -> tuple[int, str]:
+        photos = {k: v for k, v in json.loads((folder / "resolution.json").read_text())["resolution"].items()
+                  if "/" in k}  # the real photos (the drawn pictures aside)
+        return len(photos), f"{max(v['spread'] for v in photos.values()):.1f}"
+    (n, now), (_, then) = spread(JUDGEMENT.parent), spread(JUDGEMENT_BEFORE.parent)
+    rows.append([f"one real photo at 720p, 1080p and 2160p, largest spread of {n} (keep)", "<= 3", "", now, "", then])
     sizes = "; ".join(f"{s}: {res[shipped][s]['clips']} clips, {res[shipped][s]['ladders']} ladders, "
-                      f"{res[shipped][s]['sources']} sources" for s in ("validation", "test") if s in res[shipped])
-    return (table(["measure", "target", *(c for c, _ in columns)], rows) + f"\n{sizes}. `{res['command']}`\n")
+                      f"{res[shipped][s]['sources']} sources" for s in ("validation", "test"))
+    return (table(["measure", "target", *(c for c, _ in columns)], rows)
+            + f"\n{sizes}, the same clips for both models. `{res['command']}`; `{before['command']}`\n")
 
 
 # This session's retrained candidate (make_dataset --mix v7), not shipped: decide.py measure's
@@ -506,7 +513,7 @@ def headline() -> str:
     res = every[judgement_decisions(every)[0]]
     test = res.get("test", res["validation"])
     where = "test" if "test" in res else "validation"
-    card = "[model card](docs/model/card.md#version-4-against-version-3s-decisions)"
+    card = "[model card](docs/model/card.md#version-420-against-410)"
     rows = [[f"{name} ({where}, {test['clips']} clips)", read(test), card] for name, _, read in JUDGEMENT_ROWS
             if not name.startswith(("category is", "noise ladders", "the same", "every photo"))]
     int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())[where]

@@ -17,6 +17,7 @@ README = page("README.md")
 CARD = page("model/card.md")
 UNSHIPPED = page("history/unshipped-models.md")
 V3 = METRICS["targets"]["model_3"]
+JUDGEMENT = ROOT / "docs" / "model" / "results" / "judgement-v4" / "2026-12-07-distill"  # the shipped model's
 
 
 def quoted() -> dict[str, str]:
@@ -43,13 +44,13 @@ def test_documents_quote_metrics_json(doc, name):
 
 def test_readme_quotes_judgement_v4():
     # the targets file's first decision is the shipped one (scripts/docs/tables.py)
-    every = json.loads((ROOT / "docs/model/results/judgement-v4/2026-12-06-ramp/targets.json").read_text())
+    every = json.loads((JUDGEMENT / "targets.json").read_text())
     shipped = next(k for k in every if k != "command")
     assert shipped == json.loads((ROOT / "models" / "vqa.json").read_text())["version"]
     targets = every[shipped]["test"]
     assert f"{targets['srcc_vs_vmaf_every_family']:.3f}" in README
     assert f"{100 * targets['category_within_one_vmaf_band']:.1f}%" in README
-    int8 = json.loads((ROOT / "docs/model/results/judgement-v4/2026-12-06-ramp/int8.json").read_text())["test"]
+    int8 = json.loads((JUDGEMENT / "int8.json").read_text())["test"]
     assert f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}" in README
 
 
