@@ -232,10 +232,16 @@ def model_table() -> str:
     bounds = m["category_bounds"]["new"]
     rows.append(["Category within one class, bounds chosen on validation "
                  f"({bounds['clips']} clips)", f"**{100 * bounds['viewer_vmaf']:.1f}%**", ""])
-    return (table(["measure", "this model", "the model before"], rows)
+    measured = max(int(k.split("_")[1]) for k in m["targets"] if k.startswith("model_"))
+    return (table(["measure", f"version {measured}'s network", "the one before"], rows)
             + f"\nTest set: {clips} clips never used in training or model selection; "
               "every number is in `models/metrics.json`. The network's figures, measured under "
-              "version 3's decision block (4.0.0 keeps 3.0.0's network).\n")
+              f"version {measured}'s decision block; the shipped {shipped_version()} is measured "
+              "on the judgement sets (below).\n")
+
+
+def shipped_version() -> str:
+    return json.loads((ROOT / "models" / "vqa.json").read_text())["version"]
 
 
 # decide.py measure's output for the shipped model (its network's frames, its decisions), on
