@@ -69,13 +69,18 @@ def test_clean_sample_video_has_no_defects(scorer_for, validate_record):
 @pytest.mark.parametrize("case", MODEL_CASES)
 def test_model_defect_found(make_clip, scorer_for, validate_record, case, decoder):
     r = check_ok(scorer_for("openvino", decoder).score(make_clip(case)), validate_record)
-    assert case in types_of(r), describe(r)
     # An impairment the model sees covers most of a clip that is impaired throughout. The one
-    # exception, measured: on this synthetic scene the low-resolution head swings from frame to
-    # frame (0.07 to 0.95), so at the threshold chosen on validation content (0.70, models/README.md)
-    # it covers 0.6 s of 2 s, and blur covers the whole clip: the loss of detail is reported
-    # throughout, under one of the two names.
-    seen = {case, "blur"} if case == "low_resolution" else {case}
+    # exception, measured: on this synthetic scene (a 4x downscale) the low-resolution head swings
+    # from frame to frame (0.26 to 0.96 under model 4.2.0) and blur stays under 0.92, both under
+    # 4.2.0's cross-validated thresholds (0.98, 0.97), so the loss of detail is reported as
+    # compression, throughout, and scores bad. The card says so (low-resolution F1 on the
+    # judgement test 0.947 -> 0.857).
+    if case == "low_resolution":
+        seen = {"low_resolution", "blur", "compression"}
+        assert r.score < 30 and types_of(r) & seen, describe(r)
+    else:
+        seen = {case}
+        assert case in types_of(r), describe(r)
     covered = _union_s([(d.start_s, d.end_s) for d in r.defects if d.type in seen])
     assert covered >= 0.5 * r.video.duration_s, describe(r)
 
