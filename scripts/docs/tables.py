@@ -178,9 +178,13 @@ def modules() -> str:
 
 # --- the model ----------------------------------------------------------------------------
 
+def shipped_version() -> str:
+    return json.loads((ROOT / "models" / "vqa.json").read_text())["version"]
+
+
 def shipped_major() -> int:
     """The major version of the model models/vqa.json ships: its numbers are targets.model_N."""
-    return int(json.loads((ROOT / "models" / "vqa.json").read_text())["version"].split(".")[0])
+    return int(shipped_version().split(".")[0])
 
 
 def metrics() -> dict:
@@ -238,10 +242,6 @@ def model_table() -> str:
               "every number is in `models/metrics.json`. The network's figures, measured under "
               f"version {measured}'s decision block; the shipped {shipped_version()} is measured "
               "on the judgement sets (below).\n")
-
-
-def shipped_version() -> str:
-    return json.loads((ROOT / "models" / "vqa.json").read_text())["version"]
 
 
 # decide.py measure's output for the shipped model (its network's frames, its decisions), on
@@ -522,7 +522,7 @@ def headline() -> str:
     card = "[model card](docs/model/card.md#version-420-against-410)"
     rows = [[f"{name} ({where}, {test['clips']} clips)", read(test), card] for name, _, read in JUDGEMENT_ROWS
             if not name.startswith(("category is", "noise ladders", "the same", "every photo"))]
-    int8 = json.loads((JUDGEMENT.parent / "int8.json").read_text())[where]
+    int8 = _int8(JUDGEMENT.parent)[where]
     rows.append([f"INT8 against FP32, points of score, mean / max ({where}, {int8['clips']} clips)",
                  f"{int8['mean_abs_score_diff']:.2f} / {int8['max_abs_score_diff']:.1f}", card])
     rows.append(["`vqa score` of a 10 s 1080p clip on 2 cores",
